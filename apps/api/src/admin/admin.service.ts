@@ -1,0 +1,170 @@
+import { Injectable } from '@nestjs/common';
+import { FrameBus } from '#bus';
+import type { AdminScope } from '#core';
+import { AgentsRepository, OrgsRepository, type AgentPatch, type Org, type OrgPatch } from '#db';
+import {
+  AsmtpError,
+  adminAgentView,
+  badRequest,
+  hashToken,
+  isHandle,
+  mintToken,
+  notFound,
+  ownerOf,
+  type Agent,
+} from '#domain';
+import { validateRequest } from '#schemas';
+
+const AGENT_FIELDS = ['policy', 'display_name', 'description', 'card_body', 'visibility', 'content_guard', 'retention_days'] as const;
+const ORG_FIELDS = ['retention_days', 'content_guard', 'max_agents'] as const;
+
+/** Fields present in a validated body; `policy: null` counts as omitted (ASMTP.md §1.4). */
+function pick<T extends string>(body: Record<string, unknown>, fields: readonly T[]): Partial<Record<T, unknown>> {
+  const picked: Partial<Record<T, unknown>> = {};
+  for (const field of fields) {
+    if (!(field in body) || (field === 'policy' && body[field] === null)) continue;
+    picked[field] = body[field];
+  }
+  return picked;
+}
+
+/**
+ * Provisioning (`/_admin/agents…`, ASMTP.md §1.4) and organizations (EXTENSIONS.md §5). An
+ * organization's admin token sees only agents `@<org>.*`; everything else is a plain 404.
+ */
+@Injectable()
+export class AdminService {
+  constructor(
+    private readonly agents: AgentsRepository,
+    private readonly orgs: OrgsRepository,
+    private readonly bus: FrameBus,
+  ) {}
+
+  async createAgent(scope: AdminScope, body: Record<string, unknown>) {
+    const valid = validateRequest<Record<string, unknown>>('admin-agent-create', body);
+    const handle = valid.handle as string;
+    const owner = ownerOf(handle);
+    if (!inScope(scope, owner)) throw notFound(`agent ${handle} not found`);
+    const org = await this.orgs.find(owner);
+    if (org?.max_agents != null && (await this.agents.countByOwner(owner)) >= org.max_agents) {
+      throw new AsmtpError(429, 'QUOTA_EXCEEDED', `organization ${owner} has reached its agent quota`);
+    }
+    const fields = pick(valid, AGENT_FIELDS) as AgentPatch;
+    const token = mintToken();
+    const agent = await this.agents.create({
+      handle,
+      owner,
+      token_hash: hashToken(token),
+      policy: fields.policy ?? 'allowlist',
+      display_name: fields.display_name ?? handle,
+      description: fields.description ?? null,
+      card_body: fields.card_body ?? null,
+      visibility: fields.visibility ?? 'private',
+      content_guard: fields.content_guard ?? null,
+      retention_days: fields.retention_days ?? null,
+      created_at: Date.now(),
+    });
+    if (!agent) throw new AsmtpError(409, 'AGENT_EXISTS', `agent ${handle} already exists`);
+    return adminAgentView(agent, token);
+  }
+
+  async listAgents(scope: AdminScope) {
+    const agents = await this.agents.list(scope.kind === 'org' ? scope.org : undefined);
+    return { agents: agents.map((agent) => adminAgentView(agent)) };
+  }
+
+  /** The agent named by a path `{handle}` within the caller's scope: 400 INVALID_HANDLE, then 404. */
+  async findAgent(scope: AdminScope, handle: string): Promise<Agent> {
+    if (!isHandle(handle)) throw badRequest('INVALID_HANDLE', 'not a handle');
+    const agent = inScope(scope, ownerOf(handle)) ? await this.agents.findByHandle(handle) : undefined;
+    if (!agent) throw notFound(`agent ${handle} not found`);
+    return agent;
+  }
+
+  showAgent(agent: Agent) {
+    return adminAgentView(agent);
+  }
+
+  async updateAgent(agent: Agent, body: Record<string, unknown>) {
+    const valid = validateRequest<Record<string, unknown>>('admin-agent-patch', body);
+    const patch = pick(valid, AGENT_FIELDS) as AgentPatch;
+    if (Object.keys(patch).length === 0) return adminAgentView(agent);
+    const updated = await this.agents.update(agent.id, patch, Date.now());
+    if (!updated) throw notFound(`agent ${agent.handle} not found`);
+    return adminAgentView(updated);
+  }
+
+  async rotateAgentToken(agent: Agent) {
+    const token = mintToken();
+    const updated = await this.agents.rotateToken(agent.id, hashToken(token), Date.now());
+    if (!updated) throw notFound(`agent ${agent.handle} not found`);
+    await this.revoke(agent.id);
+    return adminAgentView(updated, token);
+  }
+
+  async deleteAgent(agent: Agent): Promise<void> {
+    if (!(await this.agents.delete(agent.id))) throw notFound(`agent ${agent.handle} not found`);
+    await this.revoke(agent.id);
+  }
+
+  async createOrg(body: Record<string, unknown>) {
+    const valid = validateRequest<Record<string, unknown>>('org-create', body);
+    const token = mintToken();
+    const org = await this.orgs.create(valid.name as string, hashToken(token), pick(valid, ORG_FIELDS) as OrgPatch, Date.now());
+    if (!org) throw new AsmtpError(409, 'ORG_EXISTS', `organization ${valid.name as string} already exists`);
+    return orgView(org, token);
+  }
+
+  async listOrgs() {
+    return { orgs: (await this.orgs.list()).map((org) => orgView(org)) };
+  }
+
+  async findOrg(name: string): Promise<Org> {
+    const org = await this.orgs.find(name);
+    if (!org) throw notFound(`organization ${name} not found`);
+    return org;
+  }
+
+  showOrg(org: Org) {
+    return orgView(org);
+  }
+
+  async updateOrg(org: Org, body: Record<string, unknown>) {
+    const patch = pick(validateRequest<Record<string, unknown>>('org-patch', body), ORG_FIELDS) as OrgPatch;
+    const updated = Object.keys(patch).length === 0 ? org : await this.orgs.update(org.name, patch, Date.now());
+    if (!updated) throw notFound(`organization ${org.name} not found`);
+    return orgView(updated);
+  }
+
+  async rotateOrgToken(org: Org) {
+    const token = mintToken();
+    const updated = await this.orgs.rotateToken(org.name, hashToken(token), Date.now());
+    if (!updated) throw notFound(`organization ${org.name} not found`);
+    return orgView(updated, token);
+  }
+
+  async deleteOrg(org: Org): Promise<void> {
+    const members = await this.agents.list(org.name);
+    if (!(await this.orgs.delete(org.name))) throw notFound(`organization ${org.name} not found`);
+    await Promise.all(members.map((agent) => this.revoke(agent.id)));
+  }
+
+  /** Close the agent's open sockets (EXTENSIONS.md: within a second, code 4001). */
+  private revoke(agentId: number): Promise<void> {
+    return this.bus.publishControl({ kind: 'revoke', mailbox_id: agentId }).catch(() => undefined);
+  }
+}
+
+const inScope = (scope: AdminScope, owner: string): boolean => scope.kind === 'operator' || scope.org === owner;
+
+function orgView(org: Org, token?: string): Record<string, unknown> {
+  return {
+    name: org.name,
+    ...(token !== undefined ? { admin_token: token } : {}),
+    retention_days: org.retention_days,
+    content_guard: org.content_guard,
+    max_agents: org.max_agents,
+    created_at: org.created_at,
+    updated_at: org.updated_at,
+  };
+}

@@ -1,0 +1,30 @@
+import { Module } from '@nestjs/common';
+import { AdminAgentsController, AdminOrgsController } from './admin/admin.controller';
+import { AdminService } from './admin/admin.service';
+import { AgentsController } from './agents/agents.controller';
+import { AgentsService } from './agents/agents.service';
+import { FilesController } from './files/files.controller';
+import { FilesService } from './files/files.service';
+import { HealthController } from './health/health.controller';
+import { MailboxController } from './mailbox/mailbox.controller';
+import { MailboxService } from './mailbox/mailbox.service';
+import { MessagesController } from './messages/messages.controller';
+import { MessagesService } from './messages/messages.service';
+import { SearchController } from './search/search.controller';
+import { SearchService } from './search/search.service';
+
+/** The api role: the ASMTP REST surface and Roost's REST extensions. */
+@Module({
+  controllers: [
+    HealthController,
+    MessagesController,
+    MailboxController,
+    AgentsController,
+    FilesController,
+    SearchController,
+    AdminAgentsController,
+    AdminOrgsController,
+  ],
+  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService],
+})
+export class ApiModule {}

@@ -1,0 +1,36 @@
+import { Controller, Get, Header, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+import { AcceptService, AgentGuard, CurrentAgent, type Accepted } from '#core';
+import { parseIdsQuery, type Agent, type QueryPairs } from '#domain';
+import { JSON_CONTENT_TYPE, JsonBody, Query } from '#http';
+import { MessagesService } from './messages.service';
+
+@Controller('/messages')
+@UseGuards(AgentGuard)
+export class MessagesController {
+  constructor(
+    private readonly accept: AcceptService,
+    private readonly messages: MessagesService,
+  ) {}
+
+  /** ASMTP.md §3.2. */
+  @Post()
+  @HttpCode(202)
+  async send(@CurrentAgent() agent: Agent, @JsonBody() body: Record<string, unknown>): Promise<Accepted> {
+    return (await this.accept.accept(agent, body)).accepted;
+  }
+
+  /** Batch fetch, ASMTP.md §3.4. */
+  @Get()
+  @Header('content-type', JSON_CONTENT_TYPE)
+  async batch(@CurrentAgent() agent: Agent, @Query() query: QueryPairs): Promise<string> {
+    const bodies = await this.messages.fetch(agent, parseIdsQuery(query));
+    return `{"envelopes":[${bodies.join(',')}]}`;
+  }
+
+  /** ASMTP.md §3.3. */
+  @Get('/:id')
+  @Header('content-type', JSON_CONTENT_TYPE)
+  one(@CurrentAgent() agent: Agent, @Param('id') id: string): Promise<string> {
+    return this.messages.fetchOne(agent, id);
+  }
+}

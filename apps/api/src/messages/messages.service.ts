@@ -1,0 +1,28 @@
+import { Injectable } from '@nestjs/common';
+import { MailboxRepository } from '#db';
+import { badRequest, isEnvelopeId, notFound, type Agent } from '#domain';
+
+/**
+ * Reading stored envelopes as their byte-exact stored JSON text. A recipient's read marks its own
+ * entry read; a sender reading its own envelope (Roost extension) marks nothing.
+ */
+@Injectable()
+export class MessagesService {
+  constructor(private readonly mailbox: MailboxRepository) {}
+
+  async fetchOne(agent: Agent, id: string): Promise<string> {
+    if (!isEnvelopeId(id)) throw badRequest('INVALID_ENVELOPE_ID', 'not an envelope id');
+    const [body] = await this.fetch(agent, [id]);
+    if (body === undefined) throw notFound();
+    return body;
+  }
+
+  /** Bodies of `ids` the agent may read, in request order (`ids` already de-duplicated). */
+  async fetch(agent: Agent, ids: readonly string[]): Promise<string[]> {
+    const rows = await this.mailbox.bodiesFor(agent.id, ids);
+    if (rows.length === 0) return [];
+    await this.mailbox.markRead(agent.id, rows.map((row) => row.id), Date.now());
+    const bodies = new Map(rows.map((row) => [row.id, row.body]));
+    return ids.filter((id) => bodies.has(id)).map((id) => bodies.get(id)!);
+  }
+}

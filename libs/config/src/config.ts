@@ -1,0 +1,158 @@
+import { createHash } from 'node:crypto';
+import { resolve } from 'node:path';
+
+export type Role = 'all' | 'api' | 'gateway' | 'worker';
+export const ROLES: readonly Role[] = ['all', 'api', 'gateway', 'worker'];
+
+/** Every setting Roost reads, parsed and validated once at start-up. */
+export interface Config {
+  role: Role;
+  host: string;
+  port: number;
+  /** Base URL clients use; file URLs start with it (ASMTP.md §7.2). */
+  publicUrl: string;
+  network: string;
+  version: string;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Postgres URL; null = the embedded PGlite database in `dataDir`. */
+  databaseUrl: string | null;
+  /** Redis URL; null = in-process bus and timers. */
+  redisUrl: string | null;
+  redisPrefix: string;
+  dataDir: string;
+  /** Operator admin token as a SHA-256 hex hash; null = generate one (embedded only). */
+  adminTokenHash: string | null;
+  adminToken: string | null;
+  db: {
+    poolSize: number;
+    statementTimeoutMs: number;
+  };
+  accept: {
+    /** Most envelopes committed in one shared transaction. */
+    batchMax: number;
+    /** Concurrent accept transactions per process. */
+    writers: number;
+  };
+  http: {
+    requestTimeoutMs: number;
+    shutdownTimeoutMs: number;
+  };
+}
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    problem: string,
+  ) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function text(env: Env, name: string, fallback: string): string {
+  const value = env[name];
+  return value === undefined || value === '' ? fallback : value;
+}
+
+function optional(env: Env, name: string): string | null {
+  const value = env[name];
+  return value === undefined || value === '' ? null : value;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!/^-?\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw new ConfigError(name, `expected an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = text(env, name, fallback);
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(name, `expected one of ${allowed.join(', ')}, got "${raw}"`);
+  }
+  return raw as T;
+}
+
+function url(env: Env, name: string, protocols: readonly string[]): string | null {
+  const raw = optional(env, name);
+  if (raw === null) return null;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, 'not a valid URL');
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `expected a ${protocols.join(' or ')} URL`);
+  }
+  return raw;
+}
+
+const PACKAGE_VERSION = '0.1.0';
+
+export function loadConfig(env: Env = process.env): Config {
+  const role = oneOf(env, 'ROOST_ROLE', ROLES, 'all');
+  const databaseUrl = url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']);
+  const redisUrl = url(env, 'REDIS_URL', ['redis:', 'rediss:']);
+  const embedded = databaseUrl === null;
+  if (embedded && role !== 'all') {
+    throw new ConfigError('DATABASE_URL', `ROOST_ROLE=${role} needs a shared Postgres; only "all" runs embedded`);
+  }
+  if (role !== 'all' && redisUrl === null) {
+    throw new ConfigError('REDIS_URL', `ROOST_ROLE=${role} needs Redis to reach the other roles`);
+  }
+  const port = integer(env, 'PORT', 8025, 0, 65535);
+  const host = text(env, 'ROOST_HOST', embedded ? '127.0.0.1' : '0.0.0.0');
+  const publicUrl = (url(env, 'ROOST_PUBLIC_URL', ['http:', 'https:']) ?? `http://127.0.0.1:${port}`).replace(/\/+$/, '');
+
+  const adminToken = optional(env, 'ROOST_ADMIN_TOKEN');
+  const adminTokenHashRaw = optional(env, 'ROOST_ADMIN_TOKEN_HASH');
+  if (adminTokenHashRaw !== null && !/^[0-9a-f]{64}$/.test(adminTokenHashRaw)) {
+    throw new ConfigError('ROOST_ADMIN_TOKEN_HASH', 'expected 64 lowercase hex characters (sha256 of the token)');
+  }
+  if (!embedded && adminToken === null && adminTokenHashRaw === null) {
+    throw new ConfigError('ROOST_ADMIN_TOKEN', 'required with DATABASE_URL (or set ROOST_ADMIN_TOKEN_HASH)');
+  }
+  if (adminToken !== null && adminToken.length < 16) {
+    throw new ConfigError('ROOST_ADMIN_TOKEN', 'must be at least 16 characters');
+  }
+
+  const network = text(env, 'ROOST_NETWORK', 'roost');
+  if (!/^[a-z0-9][a-z0-9_-]{0,63}$/.test(network)) {
+    throw new ConfigError('ROOST_NETWORK', 'expected ^[a-z0-9][a-z0-9_-]{0,63}$');
+  }
+
+  return {
+    role,
+    host,
+    port,
+    publicUrl,
+    network,
+    version: PACKAGE_VERSION,
+    logLevel: oneOf(env, 'ROOST_LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
+    databaseUrl,
+    redisUrl,
+    redisPrefix: text(env, 'ROOST_REDIS_PREFIX', 'roost:'),
+    dataDir: resolve(text(env, 'ROOST_DATA_DIR', './.roost')),
+    adminToken,
+    adminTokenHash: adminTokenHashRaw ?? (adminToken === null ? null : createHash('sha256').update(adminToken, 'utf8').digest('hex')),
+    db: {
+      poolSize: integer(env, 'ROOST_DB_POOL_SIZE', 20, 2, 1000),
+      statementTimeoutMs: integer(env, 'ROOST_DB_STATEMENT_TIMEOUT_MS', 15_000, 100, 3_600_000),
+    },
+    accept: {
+      batchMax: integer(env, 'ROOST_ACCEPT_BATCH_MAX', 128, 1, 10_000),
+      writers: integer(env, 'ROOST_ACCEPT_WRITERS', 4, 1, 64),
+    },
+    http: {
+      requestTimeoutMs: integer(env, 'ROOST_HTTP_REQUEST_TIMEOUT_MS', 30_000, 1000, 3_600_000),
+      shutdownTimeoutMs: integer(env, 'ROOST_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    },
+  };
+}

@@ -1,0 +1,224 @@
+import { Injectable } from '@nestjs/common';
+import { InjectConfig, type Config } from '#config';
+import { EnvelopesRepository, type EntryRow, type MailboxState } from '#db';
+import {
+  badRequest,
+  headerJsonOf,
+  isUnavailable,
+  nextCreatedAt,
+  notFound,
+  type HeaderExtensions,
+  type StoredEnvelope,
+  type TypeHint,
+} from '#domain';
+
+/** One envelope ready to commit: everything but `created_at`, `seq` and the header that holds them. */
+export interface AcceptJob {
+  envelopeId: string;
+  senderId: number;
+  /** Expanded recipients in order (ASMTP.md §2.5 step 3). */
+  recipients: ReadonlyArray<{ agentId: number; handle: string; kind: 'to' | 'cc' }>;
+  stored: StoredEnvelope;
+  /** `stored` serialised once: the byte-exact body GET returns and retries compare against. */
+  body: string;
+  derived: { type_hint: TypeHint; size_hint: number };
+  extensions: HeaderExtensions;
+  selfAddressed: boolean;
+  searchText: string;
+  fileIds: readonly string[];
+}
+
+export type AcceptOutcome =
+  | {
+      kind: 'stored';
+      createdAt: number;
+      receivedMs: number;
+      header: string;
+      entries: ReadonlyArray<{ mailboxId: number; seq: number }>;
+    }
+  /** The id was already stored (by this sender or another): the caller decides replay or 409. */
+  | { kind: 'exists' };
+
+interface Pending {
+  job: AcceptJob;
+  resolve: (outcome: AcceptOutcome) => void;
+  reject: (error: unknown) => void;
+}
+
+/** A recipient's mailbox vanished between the policy check and the commit (agent deleted). */
+class MailboxGone extends Error {}
+/** A `file_id` could not be claimed (unknown, foreign, already bound, or twice in one envelope). */
+class FileClaimRefused extends Error {}
+
+const MAX_ENTRIES_PER_BATCH = 20_000;
+const RETRYABLE_SQLSTATE = new Set(['40P01', '40001']);
+
+/**
+ * Coalesces concurrent accepts into shared transactions. Each transaction locks the recipients'
+ * mailbox rows in id order, stamps `created_at` strictly above each mailbox's last one, inserts the
+ * envelopes (an existing id is skipped, never overwritten), allocates per-mailbox `seq`, and
+ * commits; only then does each caller get its outcome, so `202` still means durable. A batch
+ * that fails because of one envelope is re-run one envelope per transaction.
+ */
+@Injectable()
+export class AcceptBatcher {
+  private queue: Pending[] = [];
+  private running = 0;
+  private readonly writers: number;
+  private readonly batchMax: number;
+  /** Overridable for tests that need an injected clock. */
+  now: () => number = Date.now;
+
+  constructor(
+    private readonly envelopes: EnvelopesRepository,
+    @InjectConfig() config: Config,
+  ) {
+    // PGlite has one session: more writers would only queue behind its lock.
+    this.writers = config.databaseUrl === null ? 1 : config.accept.writers;
+    this.batchMax = config.accept.batchMax;
+  }
+
+  submit(job: AcceptJob): Promise<AcceptOutcome> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ job, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.running < this.writers && this.queue.length > 0) {
+      const batch = this.take();
+      this.running++;
+      void this.commit(batch).finally(() => {
+        this.running--;
+        this.pump();
+      });
+    }
+  }
+
+  /** Up to `batchMax` queued jobs with distinct ids; the rest wait for the next transaction. */
+  private take(): Pending[] {
+    const batch: Pending[] = [];
+    const rest: Pending[] = [];
+    const ids = new Set<string>();
+    let entries = 0;
+    for (const pending of this.queue) {
+      const size = pending.job.recipients.length;
+      const full = batch.length >= this.batchMax || (batch.length > 0 && entries + size > MAX_ENTRIES_PER_BATCH);
+      if (full || ids.has(pending.job.envelopeId)) {
+        rest.push(pending);
+        continue;
+      }
+      batch.push(pending);
+      ids.add(pending.job.envelopeId);
+      entries += size;
+    }
+    this.queue = rest;
+    return batch;
+  }
+
+  private async commit(batch: Pending[]): Promise<void> {
+    try {
+      const outcomes = await this.runWithRetry(batch.map((pending) => pending.job));
+      batch.forEach((pending, i) => pending.resolve(outcomes[i]));
+      return;
+    } catch (error) {
+      if (batch.length === 1 || isUnavailable(error)) {
+        batch.forEach((pending) => pending.reject(toAsmtp(error)));
+        return;
+      }
+    }
+    for (const pending of batch) {
+      try {
+        pending.resolve((await this.runWithRetry([pending.job]))[0]);
+      } catch (error) {
+        pending.reject(toAsmtp(error));
+      }
+    }
+  }
+
+  private async runWithRetry(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.run(jobs);
+      } catch (error) {
+        const code = (error as { code?: string }).code;
+        if (attempt >= 3 || code === undefined || !RETRYABLE_SQLSTATE.has(code)) throw error;
+      }
+    }
+  }
+
+  private run(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
+    return this.envelopes.transaction(async (trx) => {
+      const now = this.now();
+      const mailboxIds = [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
+      const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
+      if (locked.length !== mailboxIds.length) throw new MailboxGone();
+
+      const tentative = new Map(locked.map((state) => [state.agent_id, state.last_created_at]));
+      const createdAts = jobs.map((job) => {
+        const createdAt = nextCreatedAt(now, job.recipients.map((r) => tentative.get(r.agentId)!));
+        for (const r of job.recipients) tentative.set(r.agentId, createdAt);
+        return createdAt;
+      });
+      const headers = jobs.map((job, i) =>
+        headerJsonOf(job.stored, { ...job.derived, created_at: createdAts[i] }, job.extensions),
+      );
+      const inserted = await this.envelopes.insertEnvelopes(
+        trx,
+        jobs.map((job, i) => ({
+          id: job.envelopeId,
+          sender_id: job.senderId,
+          created_at: createdAts[i],
+          received_ms: now,
+          body: job.body,
+          header: headers[i],
+          recipients: job.recipients.map((r) => r.handle),
+          self_addressed: job.selfAddressed,
+          search_text: job.searchText,
+        })),
+      );
+
+      const states = new Map<number, MailboxState>(locked.map((state) => [state.agent_id, { ...state }]));
+      const changed = new Set<number>();
+      const entries: EntryRow[] = [];
+      const outcomes: AcceptOutcome[] = [];
+      for (const [i, job] of jobs.entries()) {
+        if (!inserted.has(job.envelopeId)) {
+          outcomes.push({ kind: 'exists' });
+          continue;
+        }
+        if (job.fileIds.length > 0) {
+          const claimed = await this.envelopes.claimFiles(trx, job.envelopeId, job.senderId, job.fileIds);
+          if (claimed !== job.fileIds.length) throw new FileClaimRefused();
+        }
+        const allocated = job.recipients.map((r) => {
+          const state = states.get(r.agentId)!;
+          state.last_seq += 1;
+          state.last_created_at = createdAts[i];
+          changed.add(r.agentId);
+          entries.push({
+            mailbox_id: r.agentId,
+            seq: state.last_seq,
+            envelope_id: job.envelopeId,
+            created_at: createdAts[i],
+            kind: r.kind,
+          });
+          return { mailboxId: r.agentId, seq: state.last_seq };
+        });
+        outcomes.push({ kind: 'stored', createdAt: createdAts[i], receivedMs: now, header: headers[i], entries: allocated });
+      }
+      await this.envelopes.insertEntries(trx, entries);
+      await this.envelopes.advanceMailboxes(trx, [...changed].map((id) => states.get(id)!));
+      return outcomes;
+    });
+  }
+}
+
+function toAsmtp(error: unknown): unknown {
+  if (error instanceof MailboxGone) return notFound();
+  if (error instanceof FileClaimRefused) return badRequest('INVALID_FILE', 'file_id is unknown, not yours, or already used');
+  // A recipient deleted mid-accept surfaces as a foreign-key violation on its mailbox.
+  if ((error as { code?: string }).code === '23503') return notFound();
+  return error;
+}

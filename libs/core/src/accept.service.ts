@@ -1,0 +1,164 @@
+import { Injectable } from '@nestjs/common';
+import { FrameBus } from '#bus';
+import { InjectConfig, type Config } from '#config';
+import { AgentsRepository, EnvelopesRepository } from '#db';
+import {
+  AsmtpError,
+  expandRecipients,
+  mayDeliver,
+  notFound,
+  sizeHintOf,
+  storedEnvelopeOf,
+  typeHintOf,
+  type Agent,
+  type HeaderExtensions,
+  type PostedEnvelope,
+} from '#domain';
+import { AcceptBatcher, type AcceptJob } from './accept-batcher';
+import { parsePostedEnvelope, resolveFileParts, searchTextOf } from './envelope-input';
+
+/** The `202` body of ASMTP.md §2.5 step 8. */
+export interface Accepted {
+  id: string;
+  received_ms: number;
+  created_at: number;
+  recipients: Array<{ handle: string }>;
+  warnings?: unknown[];
+}
+
+export interface AcceptResult {
+  accepted: Accepted;
+  /** True for an idempotent replay: nothing was stored, pushed or claimed. */
+  replay: boolean;
+}
+
+export interface AcceptOptions {
+  extensions?: HeaderExtensions;
+}
+
+/**
+ * The accept path of ASMTP.md §2.5, used by `POST /messages` and by every Roost feature that
+ * sends (receipts, schedules): validate → expand recipients → policy (non-enumerating 404) →
+ * commit (coalesced) → idempotency decision → publish header frames after commit.
+ */
+@Injectable()
+export class AcceptService {
+  constructor(
+    private readonly agents: AgentsRepository,
+    private readonly envelopes: EnvelopesRepository,
+    private readonly batcher: AcceptBatcher,
+    private readonly bus: FrameBus,
+    @InjectConfig() private readonly config: Config,
+  ) {}
+
+  async accept(sender: Agent, input: Record<string, unknown>, options: AcceptOptions = {}): Promise<AcceptResult> {
+    return this.acceptPosted(sender, parsePostedEnvelope(input), options);
+  }
+
+  async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
+    const handles = expandRecipients(posted.to, posted.cc);
+    const recipients = await this.admittedRecipients(sender, handles);
+
+    const { parts, fileIds } = resolveFileParts(posted.content_parts, this.config.publicUrl);
+    const stored = storedEnvelopeOf(posted, sender.handle, parts);
+    const to = new Set(posted.to);
+    const job: AcceptJob = {
+      envelopeId: posted.id,
+      senderId: sender.id,
+      recipients: recipients.map((agent) => ({
+        agentId: agent.id,
+        handle: agent.handle,
+        kind: to.has(agent.handle) ? 'to' : 'cc',
+      })),
+      stored,
+      body: JSON.stringify(stored),
+      derived: { type_hint: typeHintOf(posted.content_parts), size_hint: sizeHintOf(posted.content_parts) },
+      extensions: options.extensions ?? {},
+      selfAddressed: handles.includes(sender.handle),
+      searchText: searchTextOf(posted),
+      fileIds,
+    };
+
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const outcome = await this.batcher.submit(job);
+      if (outcome.kind === 'stored') {
+        this.publish(job, posted, outcome.createdAt, outcome.header, outcome.entries, sender.id);
+        return {
+          accepted: { id: posted.id, received_ms: outcome.receivedMs, created_at: outcome.createdAt, recipients: handles.map((handle) => ({ handle })) },
+          replay: false,
+        };
+      }
+      const existing = await this.envelopes.findStored(posted.id);
+      if (!existing) continue; // deleted between our insert and this read: try again
+      if (existing.sender_id !== sender.id) {
+        throw new AsmtpError(409, 'ID_COLLISION', 'envelope id is already used by another sender');
+      }
+      if (existing.body !== job.body) {
+        throw new AsmtpError(409, 'RETRY_MISMATCH', 'envelope id was already used with a different body');
+      }
+      return {
+        accepted: {
+          id: existing.id,
+          received_ms: existing.received_ms,
+          created_at: existing.created_at,
+          recipients: existing.recipients.map((handle) => ({ handle })),
+        },
+        replay: true,
+      };
+    }
+    throw new AsmtpError(503, 'UNAVAILABLE', 'envelope id is contended, retry');
+  }
+
+  /**
+   * Every recipient must exist, admit the sender under the symmetric allowlist and not block it;
+   * any failure refuses the whole send with the same 404, before the duplicate-id check (§2.5).
+   */
+  private async admittedRecipients(sender: Agent, handles: string[]): Promise<Agent[]> {
+    const others = handles.filter((handle) => handle !== sender.handle);
+    const found = new Map((await this.agents.findRecipients(others, sender.handle)).map((r) => [r.handle, r]));
+    const recipients: Agent[] = [];
+    for (const handle of handles) {
+      if (handle === sender.handle) {
+        recipients.push(sender);
+        continue;
+      }
+      const recipient = found.get(handle);
+      if (!recipient || !mayDeliver(sender, recipient, recipient.blocks_sender)) throw notFound();
+      recipients.push(recipient);
+    }
+    return recipients;
+  }
+
+  private publish(
+    job: AcceptJob,
+    posted: PostedEnvelope,
+    createdAt: number,
+    header: string,
+    entries: ReadonlyArray<{ mailboxId: number; seq: number }>,
+    senderId: number,
+  ): void {
+    const frames = entries.map((entry) => ({
+      mailbox_id: entry.mailboxId,
+      seq: entry.seq,
+      envelope_id: job.envelopeId,
+      created_at: createdAt,
+      header,
+    }));
+    const monitor =
+      posted.monitor === undefined
+        ? []
+        : job.recipients.map((r) => ({
+            mailbox_id: senderId,
+            frame: JSON.stringify({
+              op: 'monitor.fact',
+              monitor: posted.monitor,
+              envelope_id: job.envelopeId,
+              recipient_handle: r.handle,
+              fact: 'stored',
+              at_ms: createdAt,
+            }),
+          }));
+    // Best-effort by design (DESIGN.md, Fan-out): gateways backfill any gap from Postgres.
+    this.bus.publish({ committed_at: Date.now(), frames, monitor }).catch(() => undefined);
+  }
+}

@@ -1,0 +1,40 @@
+import { Injectable } from '@nestjs/common';
+import { InjectConfig, type Config } from '#config';
+import { AgentsRepository, OrgsRepository } from '#db';
+import { bearerFrom, hashesEqual, hashToken, unauthorized, type Agent } from '#domain';
+
+/** Who holds an admin token: the operator (everything) or one organization (`@<org>.*` only). */
+export type AdminScope = { kind: 'operator' } | { kind: 'org'; org: string };
+
+/** Bearer tokens → agents and admin scopes (ASMTP.md §1.3). Tokens are compared as SHA-256 hashes. */
+@Injectable()
+export class AuthService {
+  constructor(
+    private readonly agents: AgentsRepository,
+    private readonly orgs: OrgsRepository,
+    @InjectConfig() private readonly config: Config,
+  ) {}
+
+  async agentFor(token: string | null): Promise<Agent> {
+    if (token === null) throw unauthorized();
+    const agent = await this.agents.findByTokenHash(hashToken(token));
+    if (!agent) throw unauthorized('unknown agent bearer');
+    return agent;
+  }
+
+  agentFromHeader(authorization: string | undefined): Promise<Agent> {
+    return this.agentFor(bearerFrom(authorization));
+  }
+
+  async adminFromHeader(authorization: string | undefined): Promise<AdminScope> {
+    const token = bearerFrom(authorization);
+    if (token === null) throw unauthorized();
+    const hash = hashToken(token);
+    if (this.config.adminTokenHash !== null && hashesEqual(hash, this.config.adminTokenHash)) {
+      return { kind: 'operator' };
+    }
+    const org = await this.orgs.findByTokenHash(hash);
+    if (org) return { kind: 'org', org: org.name };
+    throw unauthorized('invalid admin bearer');
+  }
+}

@@ -1,0 +1,6 @@
+export * from './accept-batcher';
+export * from './accept.service';
+export * from './auth.service';
+export * from './core.module';
+export * from './envelope-input';
+export * from './guards';

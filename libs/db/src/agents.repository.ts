@@ -1,0 +1,221 @@
+import { Injectable } from '@nestjs/common';
+import { sql, type Kysely } from 'kysely';
+import type { Agent } from '#domain';
+import type { Database } from './database';
+import type { DB } from './schema';
+import { InjectDatabase } from './tokens';
+
+const AGENT_COLUMNS = [
+  'id',
+  'handle',
+  'policy',
+  'allowlist',
+  'display_name',
+  'description',
+  'card_body',
+  'visibility',
+  'content_guard',
+  'retention_days',
+  'created_at',
+  'updated_at',
+] as const;
+
+export interface NewAgent {
+  handle: string;
+  owner: string;
+  token_hash: string;
+  policy: Agent['policy'];
+  display_name: string;
+  description: string | null;
+  card_body: string | null;
+  visibility: Agent['visibility'];
+  content_guard: Agent['content_guard'];
+  retention_days: number | null;
+  created_at: number;
+}
+
+export type AgentPatch = Partial<
+  Pick<Agent, 'policy' | 'display_name' | 'description' | 'card_body' | 'visibility' | 'content_guard' | 'retention_days'>
+>;
+
+export interface BlockRow {
+  blocked_handle: string;
+  created_at: number;
+}
+
+/** Agents, their allowlists and blocks, and the mailbox row each agent owns. */
+@Injectable()
+export class AgentsRepository {
+  private readonly db: Kysely<DB>;
+
+  constructor(@InjectDatabase() database: Database) {
+    this.db = database.db;
+  }
+
+  findByTokenHash(tokenHash: string): Promise<Agent | undefined> {
+    return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('token_hash', '=', tokenHash).executeTakeFirst();
+  }
+
+  findByHandle(handle: string): Promise<Agent | undefined> {
+    return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('handle', '=', handle).executeTakeFirst();
+  }
+
+  findByHandles(handles: readonly string[]): Promise<Agent[]> {
+    if (handles.length === 0) return Promise.resolve([]);
+    return this.db
+      .selectFrom('agents')
+      .select(AGENT_COLUMNS)
+      .where('handle', '=', sql<string>`any(${[...handles]}::text[])`)
+      .execute();
+  }
+
+  /** Recipients by handle, each with whether it blocked `senderHandle` (one query per accept). */
+  findRecipients(handles: readonly string[], senderHandle: string): Promise<Array<Agent & { blocks_sender: boolean }>> {
+    if (handles.length === 0) return Promise.resolve([]);
+    return this.db
+      .selectFrom('agents')
+      .select(AGENT_COLUMNS)
+      .select((eb) =>
+        eb
+          .exists(
+            eb
+              .selectFrom('blocks')
+              .select(sql`1`.as('one'))
+              .whereRef('blocks.agent_id', '=', 'agents.id')
+              .where('blocks.blocked_handle', '=', senderHandle),
+          )
+          .$castTo<boolean>()
+          .as('blocks_sender'),
+      )
+      .where('handle', '=', sql<string>`any(${[...handles]}::text[])`)
+      .execute();
+  }
+
+  /** All agents, or those of one owner (an organization), sorted by handle in byte order. */
+  list(owner?: string): Promise<Agent[]> {
+    let query = this.db.selectFrom('agents').select(AGENT_COLUMNS);
+    if (owner !== undefined) query = query.where('owner', '=', owner);
+    return query.orderBy('handle').execute();
+  }
+
+  countByOwner(owner: string): Promise<number> {
+    return this.db
+      .selectFrom('agents')
+      .select((eb) => eb.fn.countAll<number>().as('count'))
+      .where('owner', '=', owner)
+      .executeTakeFirstOrThrow()
+      .then((row) => Number(row.count));
+  }
+
+  /** Insert the agent and its mailbox; undefined when the handle is taken. */
+  create(agent: NewAgent): Promise<Agent | undefined> {
+    return this.db.transaction().execute(async (trx) => {
+      const created = await trx
+        .insertInto('agents')
+        .values({ ...agent, allowlist: [], updated_at: agent.created_at })
+        .onConflict((oc) => oc.column('handle').doNothing())
+        .returning(AGENT_COLUMNS)
+        .executeTakeFirst();
+      if (created) await trx.insertInto('mailboxes').values({ agent_id: created.id }).execute();
+      return created;
+    });
+  }
+
+  update(id: number, patch: AgentPatch, now: number): Promise<Agent | undefined> {
+    return this.db
+      .updateTable('agents')
+      .set({ ...patch, updated_at: now })
+      .where('id', '=', id)
+      .returning(AGENT_COLUMNS)
+      .executeTakeFirst();
+  }
+
+  rotateToken(id: number, tokenHash: string, now: number): Promise<Agent | undefined> {
+    return this.db
+      .updateTable('agents')
+      .set({ token_hash: tokenHash, updated_at: now })
+      .where('id', '=', id)
+      .returning(AGENT_COLUMNS)
+      .executeTakeFirst();
+  }
+
+  async delete(id: number): Promise<boolean> {
+    const result = await this.db.deleteFrom('agents').where('id', '=', id).executeTakeFirst();
+    return result.numDeletedRows > 0n;
+  }
+
+  /** Union `entries` into the allowlist, kept de-duplicated and sorted in byte order. */
+  addAllowlistEntries(id: number, entries: readonly string[], now: number): Promise<Agent | undefined> {
+    return this.db
+      .updateTable('agents')
+      .set({
+        allowlist: sql<string[]>`array(select distinct e from unnest(allowlist || ${[...entries]}::text[]) as e order by e)`,
+        updated_at: now,
+      })
+      .where('id', '=', id)
+      .returning(AGENT_COLUMNS)
+      .executeTakeFirst();
+  }
+
+  /** Remove one entry; undefined when it was not on the list. */
+  removeAllowlistEntry(id: number, entry: string, now: number): Promise<Agent | undefined> {
+    return this.db
+      .updateTable('agents')
+      .set({ allowlist: sql<string[]>`array_remove(allowlist, ${entry}::text)`, updated_at: now })
+      .where('id', '=', id)
+      .where(sql<boolean>`${entry}::text = any(allowlist)`)
+      .returning(AGENT_COLUMNS)
+      .executeTakeFirst();
+  }
+
+  listBlocks(agentId: number, limit: number, offset: number): Promise<BlockRow[]> {
+    return this.db
+      .selectFrom('blocks')
+      .select(['blocked_handle', 'created_at'])
+      .where('agent_id', '=', agentId)
+      .orderBy('created_at', 'desc')
+      .orderBy('blocked_handle', 'asc')
+      .limit(limit)
+      .offset(offset)
+      .execute();
+  }
+
+  /** Block `handle`; re-blocking keeps the original `created_at`. */
+  async addBlock(agentId: number, handle: string, now: number): Promise<BlockRow> {
+    await this.db
+      .insertInto('blocks')
+      .values({ agent_id: agentId, blocked_handle: handle, created_at: now })
+      .onConflict((oc) => oc.columns(['agent_id', 'blocked_handle']).doNothing())
+      .execute();
+    return this.db
+      .selectFrom('blocks')
+      .select(['blocked_handle', 'created_at'])
+      .where('agent_id', '=', agentId)
+      .where('blocked_handle', '=', handle)
+      .executeTakeFirstOrThrow();
+  }
+
+  async removeBlock(agentId: number, handle: string): Promise<boolean> {
+    const result = await this.db
+      .deleteFrom('blocks')
+      .where('agent_id', '=', agentId)
+      .where('blocked_handle', '=', handle)
+      .executeTakeFirst();
+    return result.numDeletedRows > 0n;
+  }
+
+  /**
+   * Discovery candidates: handle or display name contains `needle` (ASCII case-insensitive),
+   * ordered by handle, after `afterHandle`, at most `limit`.
+   */
+  searchCandidates(needle: string, limit: number, afterHandle?: string): Promise<Agent[]> {
+    const pattern = `%${needle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    let query = this.db
+      .selectFrom('agents')
+      .select(AGENT_COLUMNS)
+      .where((eb) => eb.or([eb('handle', 'ilike', pattern), eb('display_name', 'ilike', pattern)]));
+    if (afterHandle !== undefined) query = query.where('handle', '>', afterHandle);
+    return query.orderBy('handle').limit(limit).execute();
+  }
+}
+

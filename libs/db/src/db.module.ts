@@ -1,0 +1,48 @@
+import { Global, Module, type OnApplicationShutdown } from '@nestjs/common';
+import { CONFIG, type Config } from '#config';
+import { AgentsRepository } from './agents.repository';
+import { openPglite, openPostgres, type Database } from './database';
+import { EnvelopesRepository } from './envelopes.repository';
+import { FilesRepository } from './files.repository';
+import { MailboxRepository } from './mailbox.repository';
+import { migrate } from './migrate';
+import { OrgsRepository } from './orgs.repository';
+import { SearchRepository } from './search.repository';
+import { DATABASE, InjectDatabase } from './tokens';
+
+const REPOSITORIES = [
+  AgentsRepository,
+  EnvelopesRepository,
+  FilesRepository,
+  MailboxRepository,
+  OrgsRepository,
+  SearchRepository,
+];
+
+/** Postgres when DATABASE_URL is set, else PGlite under ROOST_DATA_DIR; migrated before use. */
+export async function openDatabase(config: Config): Promise<Database> {
+  const database =
+    config.databaseUrl === null
+      ? await openPglite(config.dataDir)
+      : openPostgres({
+          url: config.databaseUrl,
+          poolSize: config.db.poolSize,
+          statementTimeoutMs: config.db.statementTimeoutMs,
+          applicationName: `roost-${config.role}`,
+        });
+  await migrate(database);
+  return database;
+}
+
+@Global()
+@Module({
+  providers: [{ provide: DATABASE, inject: [CONFIG], useFactory: openDatabase }, ...REPOSITORIES],
+  exports: [DATABASE, ...REPOSITORIES],
+})
+export class DbModule implements OnApplicationShutdown {
+  constructor(@InjectDatabase() private readonly database: Database) {}
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.database.close();
+  }
+}

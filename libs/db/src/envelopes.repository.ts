@@ -1,0 +1,135 @@
+import { Injectable } from '@nestjs/common';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Database } from './database';
+import type { DB } from './schema';
+import { InjectDatabase } from './tokens';
+
+export interface MailboxState {
+  agent_id: number;
+  last_seq: number;
+  last_created_at: number;
+}
+
+export interface EnvelopeRow {
+  id: string;
+  sender_id: number;
+  created_at: number;
+  received_ms: number;
+  body: string;
+  header: string;
+  recipients: string[];
+  self_addressed: boolean;
+  /** Plain text that full-text search indexes (subject, text and data parts). */
+  search_text: string;
+}
+
+export interface EntryRow {
+  mailbox_id: number;
+  seq: number;
+  envelope_id: string;
+  created_at: number;
+  kind: 'to' | 'cc';
+}
+
+export interface StoredEnvelopeRow {
+  id: string;
+  sender_id: number;
+  created_at: number;
+  received_ms: number;
+  body: string;
+  recipients: string[];
+}
+
+export type Tx = Transaction<DB>;
+
+/**
+ * The accept transaction's statements. Each takes the transaction it runs in; the service
+ * decides what to write and in which order.
+ */
+@Injectable()
+export class EnvelopesRepository {
+  private readonly db: Kysely<DB>;
+
+  constructor(@InjectDatabase() database: Database) {
+    this.db = database.db;
+  }
+
+  transaction<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(fn);
+  }
+
+  /** Lock the recipients' mailbox rows in id order (no deadlock between multi-recipient sends). */
+  async lockMailboxes(trx: Tx, agentIds: readonly number[]): Promise<MailboxState[]> {
+    const sorted = [...agentIds].sort((a, b) => a - b);
+    const result = await sql<MailboxState>`
+      select agent_id, last_seq, last_created_at from mailboxes
+      where agent_id = any(${sorted}::bigint[])
+      order by agent_id
+      for update`.execute(trx);
+    return result.rows;
+  }
+
+  /** Insert envelopes (in id order); returns the ids that were new. An existing id is skipped. */
+  async insertEnvelopes(trx: Tx, rows: readonly EnvelopeRow[]): Promise<Set<string>> {
+    const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : 1));
+    const result = await sql<{ id: string }>`
+      insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search)
+      select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
+             array(select jsonb_array_elements_text(t.recipients::jsonb)),
+             t.self_addressed, to_tsvector('simple', t.search_text)
+      from unnest(
+        ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
+        ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
+        ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
+        ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
+        ${sorted.map((r) => r.search_text)}::text[]
+      ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text, n)
+      order by t.n
+      on conflict (id) do nothing
+      returning id`.execute(trx);
+    return new Set(result.rows.map((row) => row.id));
+  }
+
+  async insertEntries(trx: Tx, rows: readonly EntryRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    await sql`
+      insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
+      select * from unnest(
+        ${rows.map((r) => r.mailbox_id)}::bigint[], ${rows.map((r) => r.seq)}::bigint[],
+        ${rows.map((r) => r.envelope_id)}::text[], ${rows.map((r) => r.created_at)}::bigint[],
+        ${rows.map((r) => r.kind)}::text[]
+      )`.execute(trx);
+  }
+
+  async advanceMailboxes(trx: Tx, states: readonly MailboxState[]): Promise<void> {
+    if (states.length === 0) return;
+    await sql`
+      update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
+      from unnest(
+        ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.last_seq)}::bigint[],
+        ${states.map((s) => s.last_created_at)}::bigint[]
+      ) as u(agent_id, last_seq, last_created_at)
+      where m.agent_id = u.agent_id`.execute(trx);
+  }
+
+  /** Bind pending files of `uploaderId` to the envelope; returns how many were claimed. */
+  async claimFiles(trx: Tx, envelopeId: string, uploaderId: number, fileIds: readonly string[]): Promise<number> {
+    const result = await trx
+      .updateTable('files')
+      .set({ envelope_id: envelopeId })
+      .where('id', '=', sql<string>`any(${[...fileIds]}::text[])`)
+      .where('uploader_id', '=', uploaderId)
+      .where('envelope_id', 'is', null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows);
+  }
+
+  /** The stored envelope with this id, for the idempotency decision of ASMTP.md §2.6. */
+  findStored(id: string): Promise<StoredEnvelopeRow | undefined> {
+    return this.db
+      .selectFrom('envelopes')
+      .select(['id', 'sender_id', 'created_at', 'received_ms', 'body', 'recipients'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+}

@@ -1,0 +1,91 @@
+import type { ColumnType, Generated } from 'kysely';
+
+/** Kysely's view of the tables in db/migrations. bigint columns are parsed to JS numbers. */
+export interface OrgsTable {
+  name: string;
+  admin_token_hash: string;
+  retention_days: number | null;
+  content_guard: ColumnType<'off' | 'warn' | 'block', 'off' | 'warn' | 'block' | undefined, 'off' | 'warn' | 'block'>;
+  max_agents: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface AgentsTable {
+  id: Generated<number>;
+  handle: string;
+  owner: string;
+  token_hash: string;
+  policy: 'allowlist' | 'open';
+  allowlist: ColumnType<string[], string[] | undefined, string[]>;
+  display_name: string;
+  description: string | null;
+  card_body: string | null;
+  visibility: 'public' | 'private';
+  content_guard: 'off' | 'warn' | 'block' | null;
+  retention_days: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface BlocksTable {
+  agent_id: number;
+  blocked_handle: string;
+  created_at: number;
+}
+
+export interface MailboxesTable {
+  agent_id: number;
+  last_seq: ColumnType<number, number | undefined, number>;
+  last_created_at: ColumnType<number, number | undefined, number>;
+}
+
+export interface EnvelopesTable {
+  id: string;
+  sender_id: number;
+  created_at: number;
+  received_ms: number;
+  body: string;
+  header: string;
+  recipients: string[];
+  self_addressed: boolean;
+  search: ColumnType<string, unknown, never>;
+}
+
+export interface MailboxEntriesTable {
+  mailbox_id: number;
+  seq: number;
+  envelope_id: string;
+  created_at: number;
+  kind: 'to' | 'cc';
+  read: ColumnType<boolean, boolean | undefined, boolean>;
+  read_at: number | null;
+}
+
+export interface FilesTable {
+  id: string;
+  uploader_id: number;
+  filename: string;
+  content_type: string;
+  size_bytes: number;
+  bytes: Buffer;
+  envelope_id: string | null;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface SchemaMigrationsTable {
+  version: string;
+  applied_at: number;
+}
+
+export interface DB {
+  orgs: OrgsTable;
+  agents: AgentsTable;
+  blocks: BlocksTable;
+  mailboxes: MailboxesTable;
+  envelopes: EnvelopesTable;
+  mailbox_entries: MailboxEntriesTable;
+  files: FilesTable;
+  schema_migrations: SchemaMigrationsTable;
+}

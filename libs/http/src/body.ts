@@ -1,0 +1,87 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { AsmtpError, badRequest } from '#domain';
+
+/** JSON bodies above this are refused with 413 PAYLOAD_TOO_LARGE (EXTENSIONS.md §7). */
+export const MAX_JSON_BYTES = 1024 * 1024;
+/** Room for a 10 MiB upload plus multipart framing. */
+export const MAX_RAW_BYTES = 11 * 1024 * 1024;
+/** Past this a client is not draining a refused body in good faith: drop the connection. */
+const HARD_CAP_BYTES = 64 * 1024 * 1024;
+
+/** What the content-type parser leaves on `request.body`: bytes, not yet interpreted. */
+export class RawBody {
+  constructor(
+    readonly bytes: Buffer,
+    readonly tooLarge: boolean,
+  ) {}
+}
+
+/**
+ * Read every body as raw bytes, whatever its Content-Type (ASMTP.md §3.0 does not check it).
+ * Interpretation waits until after authentication, so an unauthenticated request gets its 401
+ * before any 400/413 about its body.
+ */
+export function registerRawBodyParser(fastify: FastifyInstance): void {
+  fastify.removeAllContentTypeParsers();
+  fastify.addContentTypeParser('*', (_request, payload, done) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    const finish = (error: Error | null, body?: RawBody) => {
+      if (settled) return;
+      settled = true;
+      done(error, body);
+    };
+    payload.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > HARD_CAP_BYTES) {
+        finish(new AsmtpError(413, 'PAYLOAD_TOO_LARGE', 'request body is too large'));
+        payload.destroy();
+        return;
+      }
+      if (size <= MAX_RAW_BYTES) chunks.push(chunk);
+    });
+    payload.on('end', () => finish(null, new RawBody(Buffer.concat(chunks), size > MAX_RAW_BYTES)));
+    payload.on('error', (error) => finish(error));
+  });
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The request body as a JSON object: empty → `{}`; over 1 MiB → 413; invalid UTF-8, unparsable,
+ * or not an object → 400 INVALID_JSON.
+ */
+export function jsonBody(request: FastifyRequest): Record<string, unknown> {
+  const body = request.body;
+  if (body === undefined || body === null) return {};
+  if (!(body instanceof RawBody)) throw new Error('raw body parser is not installed');
+  if (body.tooLarge || body.bytes.length > MAX_JSON_BYTES) {
+    throw new AsmtpError(413, 'PAYLOAD_TOO_LARGE', `JSON body is larger than ${MAX_JSON_BYTES} bytes`);
+  }
+  if (body.bytes.length === 0) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(utf8.decode(body.bytes));
+  } catch {
+    throw badRequest('INVALID_JSON', 'body is not valid JSON');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw badRequest('INVALID_JSON', 'body must be a JSON object');
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/** The raw bytes of the body (uploads). */
+export function rawBody(request: FastifyRequest): RawBody {
+  const body = request.body;
+  if (body instanceof RawBody) return body;
+  return new RawBody(Buffer.alloc(0), false);
+}
+
+/** The raw query string of the request (`?` excluded), for ASMTP's exact query rules. */
+export function rawQuery(request: FastifyRequest): string {
+  const url = request.raw.url ?? '';
+  const mark = url.indexOf('?');
+  return mark === -1 ? '' : url.slice(mark + 1);
+}

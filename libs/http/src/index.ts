@@ -1,0 +1,5 @@
+export * from './body';
+export * from './errors.filter';
+export * from './http-adapter';
+export * from './params';
+export * from './routes';

@@ -1,0 +1,180 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
+import { AsmtpError, type ErrorCode } from '#domain';
+
+const BASE = 'https://roost.dev/schemas/';
+
+/** Names of the wire schemas in libs/schemas/wire (file name without `.schema.json`). */
+export type SchemaName =
+  | 'accepted'
+  | 'admin-agent'
+  | 'admin-agent-create'
+  | 'admin-agent-list'
+  | 'admin-agent-patch'
+  | 'agent-discovery'
+  | 'agent-response'
+  | 'agent-self-patch'
+  | 'allowlist'
+  | 'allowlist-add'
+  | 'block'
+  | 'block-create'
+  | 'blocks-page'
+  | 'error'
+  | 'file'
+  | 'header'
+  | 'health'
+  | 'mailbox-page'
+  | 'mailbox-read'
+  | 'mailbox-read-result'
+  | 'messages-batch'
+  | 'monitor-fact'
+  | 'org'
+  | 'org-create'
+  | 'org-list'
+  | 'org-patch'
+  | 'post-message'
+  | 'search'
+  | 'search-agents'
+  | 'search-messages'
+  | 'stored-envelope'
+  | 'unblocked'
+  | (string & {});
+
+export function schemasDir(from: string = __dirname): string {
+  let dir = from;
+  for (;;) {
+    const candidate = join(dir, 'libs', 'schemas', 'wire');
+    if (existsSync(candidate)) return candidate;
+    const parent = dirname(dir);
+    if (parent === dir) throw new Error(`libs/schemas/wire not found above ${from}`);
+    dir = parent;
+  }
+}
+
+type Schema = Record<string, unknown>;
+
+/** Every wire schema compiled once by one Ajv (JSON Schema 2020-12). */
+class WireSchemas {
+  private readonly ajv = new Ajv2020({ allErrors: true, strict: true, strictTypes: false, strictRequired: false });
+  private readonly schemas = new Map<string, Schema>();
+  private readonly validators = new Map<string, ValidateFunction>();
+
+  constructor(dir: string) {
+    this.ajv.addKeyword({ keyword: 'x-error', schemaType: 'string' });
+    this.ajv.addKeyword({ keyword: 'x-field-order', schemaType: 'array' });
+    for (const file of readdirSync(dir).filter((name) => name.endsWith('.schema.json')).sort()) {
+      const schema = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Schema;
+      this.schemas.set(file.replace(/\.schema\.json$/, ''), schema);
+      this.ajv.addSchema(schema);
+    }
+  }
+
+  names(): string[] {
+    return [...this.schemas.keys()];
+  }
+
+  schema(name: SchemaName): Schema {
+    const schema = this.schemas.get(name);
+    if (!schema) throw new Error(`unknown wire schema ${name}`);
+    return schema;
+  }
+
+  validator(name: SchemaName): ValidateFunction {
+    let validate = this.validators.get(name);
+    if (!validate) {
+      validate = this.ajv.getSchema(`${BASE}${name}.schema.json`);
+      if (!validate) throw new Error(`unknown wire schema ${name}`);
+      this.validators.set(name, validate);
+    }
+    return validate;
+  }
+}
+
+let shared: WireSchemas | undefined;
+const wire = (): WireSchemas => (shared ??= new WireSchemas(schemasDir()));
+
+export const wireSchemaNames = (): string[] => wire().names();
+export const wireSchema = (name: SchemaName): Schema => wire().schema(name);
+
+/**
+ * Validate a request body and map the first failure, in the schema's `x-field-order`, onto its
+ * ASMTP error code (`x-error` of the innermost subschema on the failing path).
+ */
+export function validateRequest<T>(name: SchemaName, body: unknown): T {
+  const validate = wire().validator(name);
+  if (validate(body)) return body as T;
+  const schema = wire().schema(name);
+  const order = (schema['x-field-order'] as string[] | undefined) ?? [];
+  let best: { rank: number; error: ErrorObject } | undefined;
+  for (const error of validate.errors ?? []) {
+    const field = fieldOf(error);
+    const rank = field === undefined ? -1 : order.indexOf(field);
+    if (best === undefined || rank < best.rank) best = { rank, error };
+  }
+  const error = best!.error;
+  const code = errorCodeOf(schema, error) ?? 'INVALID_REQUEST';
+  const where = error.instancePath || (fieldOf(error) ? `/${fieldOf(error)}` : '');
+  throw new AsmtpError(400, code as ErrorCode, `${where || 'body'} ${error.message ?? 'is invalid'}`.trim());
+}
+
+/** Schema violations of a response body, as readable strings (empty when valid). Used by tests. */
+export function responseViolations(name: SchemaName, body: unknown): string[] {
+  const validate = wire().validator(name);
+  if (validate(body)) return [];
+  return (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message} (${e.schemaPath})`);
+}
+
+function fieldOf(error: ErrorObject): string | undefined {
+  if (error.instancePath !== '') return decodePointer(error.instancePath.split('/')[1]);
+  if (error.keyword === 'required') return (error.params as { missingProperty: string }).missingProperty;
+  return undefined;
+}
+
+const decodePointer = (segment: string): string => segment.replace(/~1/g, '/').replace(/~0/g, '~');
+
+/**
+ * The innermost `x-error` on the failing path. An error raised inside this document is located
+ * by its schema path; one raised inside a referenced schema by walking the instance path through
+ * `properties`/`items` of this document.
+ */
+function errorCodeOf(schema: Schema, error: ErrorObject): string | undefined {
+  if (error.schemaPath.startsWith('#/')) {
+    if (error.keyword === 'required') {
+      const missing = (error.params as { missingProperty: string }).missingProperty;
+      const holder = walkToParent(schema, error.schemaPath);
+      const code = (holder?.properties as Record<string, Schema> | undefined)?.[missing]?.['x-error'];
+      if (typeof code === 'string') return code;
+    }
+    let node: unknown = schema;
+    let code: string | undefined;
+    for (const segment of error.schemaPath.slice(2).split('/').map(decodePointer)) {
+      if (node === null || typeof node !== 'object') break;
+      node = (node as Record<string, unknown>)[segment];
+      const here = (node as Schema | undefined)?.['x-error'];
+      if (typeof here === 'string') code = here;
+    }
+    if (code !== undefined) return code;
+  }
+  let node: Schema | undefined = schema;
+  let code: string | undefined;
+  const segments = error.instancePath === '' ? [] : error.instancePath.slice(1).split('/').map(decodePointer);
+  for (const segment of segments) {
+    if (node === undefined) break;
+    const properties = node.properties as Record<string, Schema> | undefined;
+    node = /^\d+$/.test(segment) && node.items !== undefined ? (node.items as Schema) : properties?.[segment];
+    if (typeof node?.['x-error'] === 'string') code = node['x-error'];
+  }
+  return code;
+}
+
+/** The subschema holding the keyword at `schemaPath` (`#/a/b/required` → the schema at `#/a/b`). */
+function walkToParent(schema: Schema, schemaPath: string): Schema | undefined {
+  const segments = schemaPath.slice(2).split('/').map(decodePointer);
+  let node: unknown = schema;
+  for (const segment of segments.slice(0, -1)) {
+    if (node === null || typeof node !== 'object') return undefined;
+    node = (node as Record<string, unknown>)[segment];
+  }
+  return node as Schema | undefined;
+}
