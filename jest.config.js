@@ -1,0 +1,46 @@
+/** Three tiers (STYLE.md): small beside the code, medium on real Postgres/Redis, e2e with processes. */
+const swc = [
+  '@swc/jest',
+  {
+    jsc: {
+      parser: { syntax: 'typescript', decorators: true },
+      transform: { legacyDecorator: true, decoratorMetadata: true },
+      target: 'es2022',
+    },
+    module: { type: 'commonjs' },
+    sourceMaps: 'inline',
+  },
+];
+const moduleNameMapper = {
+  '^#(domain|config|db|schemas|http|core|bus|jobs|metrics|client)$': '<rootDir>/libs/$1/src',
+};
+const base = { transform: { '^.+\\.ts$': swc }, moduleNameMapper, testEnvironment: 'node' };
+
+module.exports = {
+  projects: [
+    { ...base, displayName: 'small', testMatch: ['<rootDir>/{apps,libs}/**/*.spec.ts'] },
+    {
+      ...base,
+      displayName: 'medium',
+      testMatch: ['<rootDir>/test/medium/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      testTimeout: 60_000,
+    },
+    {
+      ...base,
+      displayName: 'medium-pglite',
+      testMatch: ['<rootDir>/test/medium/protocol/**/*.test.ts'],
+      setupFiles: ['<rootDir>/test/support/use-pglite.ts'],
+      testTimeout: 60_000,
+    },
+    {
+      ...base,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      testTimeout: 180_000,
+    },
+  ],
+};

@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import { loadConfig, type Config } from '#config';
+import { ulid } from '#domain';
+import { createRoostApp } from '../../apps/roost/src/bootstrap';
+import { TestClient } from './client';
+import { createTestDatabase } from './database';
+import { testBackend } from './services';
+
+export interface TestOperator {
+  url: string;
+  adminToken: string;
+  client: TestClient;
+  config: Config;
+  app: NestFastifyApplication;
+  /** Register an agent and return its token. */
+  agent(handle: string, fields?: Record<string, unknown>): Promise<string>;
+  close(): Promise<void>;
+}
+
+export interface OperatorOptions {
+  backend?: 'postgres' | 'pglite';
+  env?: Record<string, string>;
+  /** Reuse a database (several operator processes sharing one Postgres). */
+  databaseUrl?: string;
+}
+
+/** An in-process operator on loopback with its own database: Postgres (default) or PGlite. */
+export async function startOperator(options: OperatorOptions = {}): Promise<TestOperator> {
+  const backend = options.backend ?? testBackend();
+  const adminToken = `admin-${ulid()}`;
+  let dataDir: string | undefined;
+  let drop: (() => Promise<void>) | undefined;
+  let databaseUrl = options.databaseUrl;
+  if (backend === 'postgres' && databaseUrl === undefined) {
+    const database = await createTestDatabase();
+    databaseUrl = database.url;
+    drop = database.drop;
+  }
+  if (backend === 'pglite') dataDir = mkdtempSync(join(tmpdir(), 'roost-pglite-'));
+  const config = loadConfig({
+    ROOST_ADMIN_TOKEN: adminToken,
+    ROOST_LOG_LEVEL: 'silent',
+    PORT: '0',
+    ...(databaseUrl && backend === 'postgres' ? { DATABASE_URL: databaseUrl } : {}),
+    ...(dataDir ? { ROOST_DATA_DIR: dataDir } : {}),
+    ...options.env,
+  });
+  const app = await createRoostApp(config);
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.getHttpServer().address() as { port: number };
+  const url = `http://127.0.0.1:${address.port}`;
+  config.publicUrl = url;
+  const client = new TestClient(url);
+  return {
+    url,
+    adminToken,
+    client,
+    config,
+    app,
+    async agent(handle, fields = {}) {
+      const reply = await client.post('/_admin/agents', { handle, policy: 'open', ...fields }, adminToken);
+      if (reply.status !== 201) throw new Error(`creating ${handle}: ${reply.status} ${reply.text}`);
+      return reply.body.token as string;
+    },
+    async close() {
+      await app.close();
+      await drop?.();
+      if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A POST /messages body with a fresh id. */
+export function envelope(to: string | string[], fields: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    id: ulid(),
+    to: Array.isArray(to) ? to : [to],
+    date_ms: Date.now(),
+    content_parts: [{ type: 'text', text: 'hello' }],
+    ...fields,
+  };
+}
