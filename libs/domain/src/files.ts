@@ -60,7 +60,8 @@ export function multipartBoundary(contentType: string | undefined): string {
   if (contentType === undefined || !contentType.toLowerCase().startsWith('multipart/form-data')) {
     throw invalidRequest('expected multipart/form-data');
   }
-  const match = /;\s*boundary=(?:"([^"]+)"|([^;\s]+))/i.exec(contentType);
+  // A quote never belongs to a boundary (RFC 2046): `boundary=""` is a missing boundary, not `""`.
+  const match = /;\s*boundary=(?:"([^"]+)"|([^;\s"]+))/i.exec(contentType);
   const boundary = match?.[1] ?? match?.[2];
   if (!boundary) throw invalidRequest('multipart boundary is missing');
   return boundary;
