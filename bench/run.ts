@@ -1,0 +1,25 @@
+import { acceptScenario } from './accept';
+import { catchupScenario } from './catchup';
+
+/** `npm run bench -- <scenario>`: each scenario prints one JSON line with its figures. */
+const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Record<string, unknown>>>> = {
+  accept: () => acceptScenario(),
+  catchup: () => catchupScenario(),
+};
+
+async function main(): Promise<void> {
+  const names = process.argv.slice(2);
+  if (names.length === 0 || names.some((name) => !(name in SCENARIOS))) {
+    process.stderr.write(`usage: npm run bench -- <${Object.keys(SCENARIOS).join('|')}> [...]\n`);
+    process.exit(2);
+  }
+  for (const name of names) {
+    const result = await SCENARIOS[name]();
+    for (const line of Array.isArray(result) ? result : [result]) process.stdout.write(`${JSON.stringify(line)}\n`);
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,167 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import http from 'node:http';
+import net from 'node:net';
+import { join } from 'node:path';
+import pg from 'pg';
+
+/** Shared pieces of the bench scenarios: a scratch database, an operator process, a load loop. */
+
+export function requireEnv(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is required (e.g. ${name}=postgres://postgres@127.0.0.1:5432/test)`);
+  return value;
+}
+
+export async function scratchDatabase(prefix: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const base = requireEnv('DATABASE_URL');
+  const name = `${prefix}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface OperatorProcess {
+  url: string;
+  adminToken: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** `node dist/apps/roost/src/main.js` with the given env, once /healthz answers. */
+export async function startOperatorProcess(env: Record<string, string>): Promise<OperatorProcess> {
+  const port = await freePort();
+  const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
+  const main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
+  const child = spawn(process.execPath, [main], {
+    env: { ...process.env, ROOST_ADMIN_TOKEN: adminToken, PORT: String(port), ROOST_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(`${url}/healthz`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error('operator did not become healthy in 30 s');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return {
+    url,
+    adminToken,
+    child,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        child.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1024 });
+
+/** A minimal keep-alive JSON request (lighter than fetch, so the load generator costs less CPU). */
+export function request(
+  url: string,
+  method: string,
+  path: string,
+  token: string | undefined,
+  body?: string,
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const target = new URL(path, url);
+    const headers: Record<string, string | number> = {};
+    if (token) headers.authorization = `Bearer ${token}`;
+    if (body !== undefined) {
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = Buffer.byteLength(body);
+    }
+    const req = http.request({ host: target.hostname, port: target.port, path: target.pathname + target.search, method, headers, agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+export async function createAgent(op: OperatorProcess, handle: string): Promise<string> {
+  const reply = await request(op.url, 'POST', '/_admin/agents', op.adminToken, JSON.stringify({ handle, policy: 'open' }));
+  if (reply.status !== 201) throw new Error(`create ${handle}: ${reply.status} ${reply.text}`);
+  return (JSON.parse(reply.text) as { token: string }).token;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index];
+}
+
+export const round = (value: number, digits = 2): number => Number(value.toFixed(digits));
+
+/** Run `concurrency` loops of `task` for `durationMs`; returns per-operation latencies (ms). */
+export async function loadLoop(
+  concurrency: number,
+  durationMs: number,
+  task: (worker: number, i: number) => Promise<boolean>,
+): Promise<{ latencies: number[]; failures: number; elapsedMs: number }> {
+  const latencies: number[] = [];
+  let failures = 0;
+  const start = performance.now();
+  const end = start + durationMs;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, worker) => {
+      for (let i = 0; performance.now() < end; i++) {
+        const t0 = performance.now();
+        const ok = await task(worker, i).catch(() => false);
+        if (ok) latencies.push(performance.now() - t0);
+        else failures++;
+      }
+    }),
+  );
+  return { latencies: latencies.sort((a, b) => a - b), failures, elapsedMs: performance.now() - start };
+}
+
+export function summary(result: { latencies: number[]; elapsedMs: number; failures: number }) {
+  return {
+    per_s: round(result.latencies.length / (result.elapsedMs / 1000), 1),
+    p50_ms: round(percentile(result.latencies, 50)),
+    p99_ms: round(percentile(result.latencies, 99)),
+    ok: result.latencies.length,
+    failed: result.failures,
+  };
+}
