@@ -163,7 +163,7 @@ describe('multipartBoundary (ASMTP §7.1)', () => {
     ['multipart/form-data; boundary=', 'empty boundary'],
     ['multipart/form-data; boundary=""', 'empty quoted boundary'],
     ['multipart/form-data; boundary="abc', 'unterminated quoted boundary'],
-  ])('%j → 400 INVALID_REQUEST (%s)', (header) => {
+  ])('%j → 400 INVALID_REQUEST (%s)', (header, _what) => {
     const error = errorOf(() => multipartBoundary(header));
     expect(error.status).toBe(400);
     expect(error.code).toBe('INVALID_REQUEST');

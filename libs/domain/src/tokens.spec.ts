@@ -60,7 +60,7 @@ describe('bearerFrom (ASMTP §1.3)', () => {
     ['Bearertok', 'no separator'],
     ['tok', 'bare token'],
     ['Token tok', 'wrong scheme name'],
-  ])('%j → null (%s)', (header) => {
+  ])('%j → null (%s)', (header, _what) => {
     expect(bearerFrom(header)).toBeNull();
   });
 });
