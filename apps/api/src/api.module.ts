@@ -5,7 +5,6 @@ import { AgentsController } from './agents/agents.controller';
 import { AgentsService } from './agents/agents.service';
 import { FilesController } from './files/files.controller';
 import { FilesService } from './files/files.service';
-import { HealthController } from './health/health.controller';
 import { MailboxController } from './mailbox/mailbox.controller';
 import { MailboxService } from './mailbox/mailbox.service';
 import { MessagesController } from './messages/messages.controller';
@@ -16,7 +15,6 @@ import { SearchService } from './search/search.service';
 /** The api role: the ASMTP REST surface and Roost's REST extensions. */
 @Module({
   controllers: [
-    HealthController,
     MessagesController,
     MailboxController,
     AgentsController,

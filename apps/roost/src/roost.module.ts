@@ -1,23 +1,34 @@
-import { Module, type DynamicModule } from '@nestjs/common';
+import { Module, type DynamicModule, type Type } from '@nestjs/common';
 import { ApiModule } from '../../api/src/api.module';
-import { FrameBus, InProcessFrameBus } from '#bus';
-import { ConfigModule, type Config } from '#config';
+import { GatewayModule } from '../../gateway/src/gateway.module';
+import { BusModule } from '#bus';
+import { ConfigModule, type Config, type Role } from '#config';
 import { CoreModule } from '#core';
 import { DbModule } from '#db';
+import { OpsController } from '#http';
+import { MetricsModule } from '#metrics';
+
+const ROLE_MODULES: Record<Exclude<Role, 'all'>, Type[]> = {
+  api: [ApiModule],
+  gateway: [GatewayModule],
+  worker: [],
+};
+
+export function roleModules(role: Role): Type[] {
+  return role === 'all' ? Object.values(ROLE_MODULES).flat() : ROLE_MODULES[role];
+}
 
 /**
- * The process root: the roles `ROOST_ROLE` names, over the shared infrastructure modules. This is
- * the one place that composes the apps (DESIGN.md: one image, role chosen at start).
+ * The process root: shared infrastructure plus the modules of the role `ROOST_ROLE` names. This is
+ * the one place that composes the apps (DESIGN.md: one image, the role chosen at start).
  */
 @Module({})
 export class RoostModule {
   static forRoot(config: Config): DynamicModule {
     return {
       module: RoostModule,
-      global: true,
-      imports: [ConfigModule.forRoot(config), DbModule, CoreModule, ApiModule],
-      providers: [InProcessFrameBus, { provide: FrameBus, useExisting: InProcessFrameBus }],
-      exports: [FrameBus, InProcessFrameBus],
+      imports: [ConfigModule.forRoot(config), MetricsModule, DbModule, BusModule, CoreModule, ...roleModules(config.role)],
+      controllers: [OpsController],
     };
   }
 }

@@ -16,26 +16,41 @@ export interface MonitorFrame {
 
 /** What one accept commit produced: header frames in recipient order, then monitor facts. */
 export interface Delivery {
+  /** Wall clock at commit, for the commit-to-socket latency metric. */
   committed_at: number;
   frames: HeaderFrame[];
   monitor: MonitorFrame[];
 }
 
-/** Control messages every gateway must see (e.g. close an agent's sockets on token rotation). */
+/** Control messages every gateway must see (close an agent's sockets on token rotation or deletion). */
 export interface AgentControl {
   kind: 'revoke';
   mailbox_id: number;
 }
 
-export type DeliveryListener = (delivery: Delivery) => void;
-export type ControlListener = (control: AgentControl) => void;
+/** What a gateway receives from the bus. */
+export interface FrameSubscriber {
+  onFrame(frame: HeaderFrame, committedAt: number): void;
+  onMonitor(frame: MonitorFrame): void;
+  onControl(control: AgentControl): void;
+  /** Frames may have been lost (bus reconnected, stream trimmed): check held mailboxes against Postgres. */
+  onResync(): void;
+}
 
 /**
- * The frame bus port: api nodes publish after commit, gateways subscribe. Adapters: Redis
- * Streams (production) and in-process (embedded). Publishing is best-effort by design; gateways
- * backfill gaps from Postgres by `seq`, so a lost publish costs latency, never an envelope.
+ * The frame bus port: api nodes publish after commit, gateways subscribe to the mailboxes whose
+ * sockets they hold. Adapters: Redis Streams (production) and in-process (embedded). Publishing is
+ * best-effort by design: gateways backfill gaps from Postgres by `seq`, so a lost publish costs
+ * latency, never an envelope.
  */
 export abstract class FrameBus {
   abstract publish(delivery: Delivery): Promise<void>;
   abstract publishControl(control: AgentControl): Promise<void>;
+  /** Start delivering to `subscriber` (one per gateway process). */
+  abstract subscribe(subscriber: FrameSubscriber): void;
+  /** The gateway now holds (or no longer holds) sockets of this mailbox. */
+  abstract hold(mailboxId: number): void;
+  abstract release(mailboxId: number): void;
+  /** Is the bus's own dependency reachable (readiness)? */
+  abstract ready(): Promise<boolean>;
 }

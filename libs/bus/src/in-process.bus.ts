@@ -1,27 +1,31 @@
-import { EventEmitter } from 'node:events';
 import { Injectable } from '@nestjs/common';
-import { FrameBus, type AgentControl, type ControlListener, type Delivery, type DeliveryListener } from './bus';
+import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber } from './bus';
 
-/** The embedded default: api and gateway share one process, so frames go through an emitter. */
+/** The embedded default: api and gateway share one process, so frames are handed over directly. */
 @Injectable()
 export class InProcessFrameBus extends FrameBus {
-  private readonly emitter = new EventEmitter().setMaxListeners(0);
+  private subscriber: FrameSubscriber | undefined;
 
   async publish(delivery: Delivery): Promise<void> {
-    this.emitter.emit('delivery', delivery);
+    const subscriber = this.subscriber;
+    if (!subscriber) return;
+    for (const frame of delivery.frames) subscriber.onFrame(frame, delivery.committed_at);
+    for (const frame of delivery.monitor) subscriber.onMonitor(frame);
   }
 
   async publishControl(control: AgentControl): Promise<void> {
-    this.emitter.emit('control', control);
+    this.subscriber?.onControl(control);
   }
 
-  onDelivery(listener: DeliveryListener): () => void {
-    this.emitter.on('delivery', listener);
-    return () => this.emitter.off('delivery', listener);
+  subscribe(subscriber: FrameSubscriber): void {
+    this.subscriber = subscriber;
   }
 
-  onControl(listener: ControlListener): () => void {
-    this.emitter.on('control', listener);
-    return () => this.emitter.off('control', listener);
+  hold(): void {}
+
+  release(): void {}
+
+  async ready(): Promise<boolean> {
+    return true;
   }
 }

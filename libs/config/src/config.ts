@@ -37,6 +37,21 @@ export interface Config {
     requestTimeoutMs: number;
     shutdownTimeoutMs: number;
   };
+  streams: {
+    /** Fixed partition count of the frame streams (all nodes must agree). */
+    partitions: number;
+    /** Approximate MAXLEN of each partition stream. */
+    maxLen: number;
+  };
+  gateway: {
+    pingIntervalMs: number;
+    /** Send-buffer bound per socket; past it the socket is closed 4008 (slow consumer). */
+    maxBufferedBytes: number;
+    /** How often held mailboxes are checked against Postgres (lost frames, revoked tokens). */
+    sweepIntervalMs: number;
+    /** Largest client frame accepted before the socket is closed (clients send nothing). */
+    maxClientFrameBytes: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -153,6 +168,16 @@ export function loadConfig(env: Env = process.env): Config {
     http: {
       requestTimeoutMs: integer(env, 'ROOST_HTTP_REQUEST_TIMEOUT_MS', 30_000, 1000, 3_600_000),
       shutdownTimeoutMs: integer(env, 'ROOST_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    },
+    streams: {
+      partitions: integer(env, 'ROOST_STREAM_PARTITIONS', 16, 1, 1024),
+      maxLen: integer(env, 'ROOST_STREAM_MAXLEN', 100_000, 100, 100_000_000),
+    },
+    gateway: {
+      pingIntervalMs: integer(env, 'ROOST_WS_PING_INTERVAL_MS', 25_000, 100, 3_600_000),
+      maxBufferedBytes: integer(env, 'ROOST_WS_MAX_BUFFERED_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
+      sweepIntervalMs: integer(env, 'ROOST_WS_SWEEP_INTERVAL_MS', 5_000, 100, 3_600_000),
+      maxClientFrameBytes: integer(env, 'ROOST_WS_MAX_CLIENT_FRAME_BYTES', 64 * 1024, 128, 16 * 1024 * 1024),
     },
   };
 }

@@ -217,5 +217,15 @@ export class AgentsRepository {
     if (afterHandle !== undefined) query = query.where('handle', '>', afterHandle);
     return query.orderBy('handle').limit(limit).execute();
   }
-}
 
+  /** Current token hash of each agent (absent: deleted), to close sockets of revoked tokens. */
+  async tokenHashes(agentIds: readonly number[]): Promise<Map<number, string>> {
+    if (agentIds.length === 0) return new Map();
+    const rows = await this.db
+      .selectFrom('agents')
+      .select(['id', 'token_hash'])
+      .where('id', '=', sql<number>`any(${[...agentIds]}::bigint[])`)
+      .execute();
+    return new Map(rows.map((row) => [row.id, row.token_hash]));
+  }
+}

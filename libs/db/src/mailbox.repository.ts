@@ -148,4 +148,26 @@ export class MailboxRepository {
       limit ${limit}`.execute(this.db);
     return result.rows;
   }
+
+  /** The last allocated `seq` of each mailbox (absent ids: agent deleted). */
+  async lastSeqs(mailboxIds: readonly number[]): Promise<Map<number, number>> {
+    if (mailboxIds.length === 0) return new Map();
+    const rows = await this.db
+      .selectFrom('mailboxes')
+      .select(['agent_id', 'last_seq'])
+      .where('agent_id', '=', sql<number>`any(${[...mailboxIds]}::bigint[])`)
+      .execute();
+    return new Map(rows.map((row) => [row.agent_id, row.last_seq]));
+  }
+
+  /** The `seq` of the last entry at or before `cursor` in `(created_at, envelope_id)` order (0 if none). */
+  async seqAtOrBefore(mailboxId: number, cursor: Cursor): Promise<number> {
+    const result = await sql<{ seq: number }>`
+      select m.seq from mailbox_entries m
+      where m.mailbox_id = ${mailboxId}
+        and (m.created_at, m.envelope_id) <= (${cursor.created_at}::bigint, ${cursor.envelope_id}::text)
+      order by m.created_at desc, m.envelope_id desc
+      limit 1`.execute(this.db);
+    return result.rows[0]?.seq ?? 0;
+  }
 }

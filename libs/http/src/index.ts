@@ -3,3 +3,4 @@ export * from './errors.filter';
 export * from './http-adapter';
 export * from './params';
 export * from './routes';
+export * from './ops.controller';

@@ -1,0 +1,18 @@
+import { WebSocketGateway, type OnGatewayConnection } from '@nestjs/websockets';
+import type { WebSocket } from 'ws';
+import { ConnectionsService } from './connections.service';
+import { CONNECT_PATH, type ConnectRequest } from './ws-adapter';
+
+/** `GET /connect` (ASMTP.md §6): authenticated before the upgrade by `RoostWsAdapter`. */
+@WebSocketGateway({ path: CONNECT_PATH })
+export class ConnectGateway implements OnGatewayConnection {
+  constructor(private readonly connections: ConnectionsService) {}
+
+  handleConnection(ws: WebSocket, request: ConnectRequest): void {
+    if (!request.roost) {
+      ws.close(1008, 'unauthenticated');
+      return;
+    }
+    this.connections.open(ws, request.roost);
+  }
+}

@@ -1,0 +1,289 @@
+import {
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
+import type { WebSocket } from 'ws';
+import { FrameBus, type AgentControl, type FrameSubscriber, type HeaderFrame, type MonitorFrame } from '#bus';
+import { InjectConfig, type Config } from '#config';
+import { AgentsRepository, MailboxRepository } from '#db';
+import type { Cursor } from '#domain';
+import { Metrics } from '#metrics';
+import type { ConnectAuth } from './ws-adapter';
+
+/** Close codes (EXTENSIONS.md §1). */
+export const CLOSE_SLOW_CONSUMER = 4008;
+export const CLOSE_REVOKED = 4001;
+export const CLOSE_SERVICE_RESTART = 1012;
+
+const PAGE = 500;
+const OPEN = 1;
+
+type InboxItem = { kind: 'frame'; frame: HeaderFrame; committedAt: number } | { kind: 'catch-up'; through: number };
+
+/** One open `/connect` socket and where it stands in its mailbox's `seq` sequence. */
+class Connection {
+  /** Highest mailbox `seq` sent (or deliberately skipped: connect point, deleted entries). */
+  lastSeq = 0;
+  state: 'starting' | 'live' = 'starting';
+  readonly inbox: InboxItem[] = [];
+  draining = false;
+  missedPongs = 0;
+  closed = false;
+
+  constructor(
+    readonly ws: WebSocket,
+    readonly mailboxId: number,
+    readonly tokenHash: string,
+  ) {}
+}
+
+/**
+ * Push delivery on one gateway (ASMTP.md §6, EXTENSIONS.md §1). Every socket tracks the last
+ * mailbox `seq` it was sent; a frame that skips ahead is preceded by a backfill from Postgres, and a
+ * periodic sweep compares held mailboxes with Postgres, so a lost publish, a trimmed stream or a
+ * Redis restart costs latency, never an envelope. A resuming socket replays its `in` feed after the
+ * cursor from Postgres while live frames are held, then drains them without gap or duplicate.
+ */
+@Injectable()
+export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModuleDestroy, BeforeApplicationShutdown {
+  private readonly logger = new Logger('gateway');
+  private readonly byMailbox = new Map<number, Set<Connection>>();
+  private pingTimer: NodeJS.Timeout | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping = false;
+
+  constructor(
+    private readonly bus: FrameBus,
+    private readonly mailbox: MailboxRepository,
+    private readonly agents: AgentsRepository,
+    private readonly metrics: Metrics,
+    @InjectConfig() private readonly config: Config,
+  ) {}
+
+  onModuleInit(): void {
+    this.bus.subscribe(this);
+    this.pingTimer = setInterval(() => this.ping(), this.config.gateway.pingIntervalMs).unref();
+    this.sweepTimer = setInterval(() => void this.sweep('sweep'), this.config.gateway.sweepIntervalMs).unref();
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.pingTimer);
+    clearInterval(this.sweepTimer);
+  }
+
+  /** SIGTERM: close every socket with 1012 so clients reconnect elsewhere at once. */
+  beforeApplicationShutdown(): void {
+    for (const connections of this.byMailbox.values()) {
+      for (const connection of connections) this.close(connection, CLOSE_SERVICE_RESTART, 'service restart', 'drain');
+    }
+  }
+
+  get connectionCount(): number {
+    let count = 0;
+    for (const connections of this.byMailbox.values()) count += connections.size;
+    return count;
+  }
+
+  open(ws: WebSocket, auth: ConnectAuth): void {
+    const connection = new Connection(ws, auth.agent.id, auth.tokenHash);
+    let connections = this.byMailbox.get(connection.mailboxId);
+    if (!connections) this.byMailbox.set(connection.mailboxId, (connections = new Set()));
+    connections.add(connection);
+    this.bus.hold(connection.mailboxId);
+    this.metrics.wsConnections.inc();
+    ws.on('pong', () => (connection.missedPongs = 0));
+    ws.on('close', () => this.forget(connection));
+    ws.on('error', () => undefined);
+    void this.start(connection, auth.cursor);
+  }
+
+  // --- FrameSubscriber -------------------------------------------------------------------
+
+  onFrame(frame: HeaderFrame, committedAt: number): void {
+    for (const connection of this.byMailbox.get(frame.mailbox_id) ?? []) {
+      connection.inbox.push({ kind: 'frame', frame, committedAt });
+      void this.drain(connection);
+    }
+  }
+
+  onMonitor(frame: MonitorFrame): void {
+    for (const connection of this.byMailbox.get(frame.mailbox_id) ?? []) this.send(connection, frame.frame, 'monitor');
+  }
+
+  onControl(control: AgentControl): void {
+    if (control.kind !== 'revoke') return;
+    for (const connection of this.byMailbox.get(control.mailbox_id) ?? []) {
+      this.close(connection, CLOSE_REVOKED, 'token revoked', 'revoked');
+    }
+  }
+
+  onResync(): void {
+    void this.sweep('resync');
+  }
+
+  // --- delivery ----------------------------------------------------------------------------
+
+  private async start(connection: Connection, cursor: Cursor | undefined): Promise<void> {
+    try {
+      if (cursor) await this.replay(connection, cursor);
+      else connection.lastSeq = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
+      connection.state = 'live';
+      await this.drain(connection);
+    } catch (error) {
+      this.logger.warn(`could not start a socket: ${(error as Error).message}`);
+      this.close(connection, 1011, 'internal error', 'error');
+    }
+  }
+
+  /** EXTENSIONS.md §1: every header after the cursor, in order, then `replay.complete`. */
+  private async replay(connection: Connection, cursor: Cursor): Promise<void> {
+    connection.lastSeq = await this.mailbox.seqAtOrBefore(connection.mailboxId, cursor);
+    const target = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
+    let replayed = 0;
+    let last: Cursor | null = null;
+    while (connection.lastSeq < target && !connection.closed) {
+      const rows = await this.mailbox.entriesBySeq(connection.mailboxId, connection.lastSeq, target, PAGE);
+      if (rows.length === 0) break;
+      for (const row of rows) {
+        this.send(connection, row.header, 'replay');
+        connection.lastSeq = row.seq;
+        last = { created_at: row.created_at, envelope_id: row.envelope_id };
+      }
+      replayed += rows.length;
+      this.metrics.replayedFrames.inc(rows.length);
+      await this.flushed(connection);
+    }
+    connection.lastSeq = Math.max(connection.lastSeq, target);
+    this.send(connection, JSON.stringify({ op: 'replay.complete', cursor: last, replayed }), 'control');
+  }
+
+  /** Send held and live frames in `seq` order; a frame past `lastSeq + 1` first backfills the gap. */
+  private async drain(connection: Connection): Promise<void> {
+    if (connection.draining || connection.state !== 'live') return;
+    connection.draining = true;
+    try {
+      while (connection.inbox.length > 0 && !connection.closed) {
+        const item = connection.inbox.shift()!;
+        if (item.kind === 'catch-up') {
+          if (item.through > connection.lastSeq) await this.backfill(connection, item.through, 'sweep');
+          continue;
+        }
+        const { frame } = item;
+        if (frame.seq <= connection.lastSeq) continue;
+        if (frame.seq > connection.lastSeq + 1) await this.backfill(connection, frame.seq - 1, 'gap');
+        if (frame.seq <= connection.lastSeq || connection.closed) continue;
+        this.send(connection, frame.header, 'notify');
+        this.metrics.commitToSocket.observe(Math.max(0, Date.now() - item.committedAt) / 1000);
+        connection.lastSeq = frame.seq;
+      }
+    } catch (error) {
+      this.logger.warn(`delivery to a socket failed: ${(error as Error).message}`);
+      // The socket is closed: the client resumes from its cursor, nothing is lost.
+      this.close(connection, 1011, 'internal error', 'error');
+    } finally {
+      connection.draining = false;
+    }
+  }
+
+  private async backfill(connection: Connection, through: number, cause: 'gap' | 'sweep'): Promise<void> {
+    this.metrics.backfills.inc({ cause });
+    while (connection.lastSeq < through && !connection.closed) {
+      const rows = await this.mailbox.entriesBySeq(connection.mailboxId, connection.lastSeq, through, PAGE);
+      for (const row of rows) {
+        this.send(connection, row.header, 'notify');
+        connection.lastSeq = row.seq;
+      }
+      if (rows.length < PAGE) break;
+    }
+    // Sequence numbers with no entry left (sender deleted, retention) are skipped for good.
+    connection.lastSeq = Math.max(connection.lastSeq, through);
+  }
+
+  /**
+   * Compare every held mailbox with Postgres: fill what the bus lost and close sockets whose token
+   * was rotated or whose agent was deleted (in case the revoke message itself was lost).
+   */
+  private async sweep(cause: 'sweep' | 'resync'): Promise<void> {
+    if (this.sweeping || this.byMailbox.size === 0) return;
+    this.sweeping = true;
+    try {
+      const ids = [...this.byMailbox.keys()];
+      const [lastSeqs, tokens] = await Promise.all([this.mailbox.lastSeqs(ids), this.agents.tokenHashes(ids)]);
+      for (const [mailboxId, connections] of this.byMailbox) {
+        for (const connection of connections) {
+          if (tokens.get(mailboxId) !== connection.tokenHash) {
+            this.close(connection, CLOSE_REVOKED, 'token revoked', 'revoked');
+            continue;
+          }
+          const last = lastSeqs.get(mailboxId) ?? 0;
+          if (connection.state === 'live' && last > connection.lastSeq) {
+            connection.inbox.push({ kind: 'catch-up', through: last });
+            void this.drain(connection);
+          }
+        }
+      }
+    } catch (error) {
+      this.logger.warn(`${cause} of held mailboxes failed: ${(error as Error).message}`);
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  private send(connection: Connection, text: string, kind: string): void {
+    if (connection.closed || connection.ws.readyState !== OPEN) return;
+    connection.ws.send(text);
+    this.metrics.framesSent.inc({ kind });
+    if (connection.ws.bufferedAmount > this.config.gateway.maxBufferedBytes) {
+      this.close(connection, CLOSE_SLOW_CONSUMER, 'slow consumer, resume from cursor', 'slow_consumer');
+    }
+  }
+
+  /** Resolves once the socket's send buffer is mostly written out (replay pacing). */
+  private flushed(connection: Connection): Promise<void> {
+    const low = this.config.gateway.maxBufferedBytes / 4;
+    return new Promise((resolve) => {
+      const check = () =>
+        connection.closed || connection.ws.bufferedAmount <= low ? resolve() : setTimeout(check, 5);
+      check();
+    });
+  }
+
+  private ping(): void {
+    for (const connections of this.byMailbox.values()) {
+      for (const connection of connections) {
+        if (connection.missedPongs >= 2) {
+          this.metrics.wsClosed.inc({ reason: 'ping_timeout' });
+          connection.ws.terminate();
+          continue;
+        }
+        connection.missedPongs++;
+        if (connection.ws.readyState === OPEN) connection.ws.ping();
+      }
+    }
+  }
+
+  private close(connection: Connection, code: number, reason: string, metric: string): void {
+    if (connection.closed) return;
+    connection.closed = true;
+    this.metrics.wsClosed.inc({ reason: metric });
+    try {
+      connection.ws.close(code, reason);
+    } catch {
+      connection.ws.terminate();
+    }
+    // A peer that never answers the close handshake is cut off.
+    setTimeout(() => connection.ws.terminate(), 2_000).unref();
+  }
+
+  private forget(connection: Connection): void {
+    connection.closed = true;
+    const connections = this.byMailbox.get(connection.mailboxId);
+    if (!connections?.delete(connection)) return;
+    if (connections.size === 0) this.byMailbox.delete(connection.mailboxId);
+    this.bus.release(connection.mailboxId);
+    this.metrics.wsConnections.dec();
+  }
+}

@@ -1,0 +1,115 @@
+import { createServer, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { INestApplicationContext } from '@nestjs/common';
+import { WsAdapter } from '@nestjs/platform-ws';
+import type { WebSocket, WebSocketServer } from 'ws';
+import type { AuthService } from '#core';
+import {
+  AsmtpError,
+  bearerFrom,
+  firstParam,
+  hashToken,
+  isUnavailable,
+  parseCursorPair,
+  parseQueryString,
+  type Agent,
+  type Cursor,
+} from '#domain';
+
+export const CONNECT_PATH = '/connect';
+
+/** What the upgrade handler established, handed to the gateway with the request. */
+export interface ConnectAuth {
+  agent: Agent;
+  tokenHash: string;
+  cursor?: Cursor;
+}
+
+export type ConnectRequest = IncomingMessage & { roost?: ConnectAuth };
+
+/**
+ * `@nestjs/platform-ws` with ASMTP's handshake (ASMTP.md §6.1): the bearer (header, else
+ * `?token=`) and the resume cursor are checked before the upgrade, and refusals are plain HTTP
+ * responses with the JSON error body and `Connection: close`.
+ */
+export class RoostWsAdapter extends WsAdapter {
+  private draining = false;
+
+  constructor(
+    app: INestApplicationContext,
+    private readonly auth: AuthService,
+    private readonly maxClientFrameBytes: number,
+  ) {
+    super(app);
+  }
+
+  /** Refuse new upgrades (SIGTERM drain). */
+  drain(): void {
+    this.draining = true;
+  }
+
+  override create(port: number, options: Record<string, unknown> = {}): WebSocketServer {
+    return super.create(port, { ...options, maxPayload: this.maxClientFrameBytes, perMessageDeflate: false, clientTracking: false });
+  }
+
+  /** Clients send nothing ASMTP defines; their frames are read and dropped (§6.2). */
+  override bindMessageHandlers(): void {}
+
+  protected override ensureHttpServerExists(port: number, httpServer: Server = createServer()): Server | undefined {
+    if (this.httpServersRegistry.has(port)) return undefined;
+    this.httpServersRegistry.set(port, httpServer);
+    httpServer.on('upgrade', (request: ConnectRequest, socket: Duplex, head: Buffer) => {
+      socket.on('error', () => undefined);
+      void this.upgrade(port, request, socket, head);
+    });
+    return httpServer;
+  }
+
+  private async upgrade(port: number, request: ConnectRequest, socket: Duplex, head: Buffer): Promise<void> {
+    try {
+      if (this.draining) throw new AsmtpError(503, 'UNAVAILABLE', 'gateway is draining, reconnect elsewhere');
+      let path: string;
+      try {
+        path = new URL(request.url ?? '', 'http://gateway').pathname;
+      } catch {
+        throw new AsmtpError(400, 'BAD_REQUEST', 'unparsable request URL');
+      }
+      // Reference quirk kept for compatibility: a wrong path is 404 with code BAD_REQUEST.
+      if (path !== CONNECT_PATH) throw new AsmtpError(404, 'BAD_REQUEST', `no WebSocket endpoint at ${path}`);
+      const url = request.url ?? '';
+      const pairs = parseQueryString(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
+      const queryToken = firstParam(pairs, 'token');
+      const token = bearerFrom(request.headers.authorization) ?? (queryToken ? queryToken : null);
+      const agent = await this.auth.agentFor(token);
+      const cursor = parseCursorPair(pairs);
+      const wsServer = (this.wsServersRegistry.get(port) ?? []).find(
+        (candidate) => (candidate as WebSocketServer & { path?: string }).path === CONNECT_PATH,
+      );
+      if (!wsServer) throw new AsmtpError(404, 'BAD_REQUEST', 'no WebSocket endpoint');
+      request.roost = { agent, tokenHash: hashToken(token!), ...(cursor ? { cursor } : {}) };
+      wsServer.handleUpgrade(request, socket, head, (ws: WebSocket) => wsServer.emit('connection', ws, request));
+    } catch (error) {
+      const refusal =
+        error instanceof AsmtpError
+          ? error
+          : isUnavailable(error)
+            ? new AsmtpError(503, 'UNAVAILABLE', 'a dependency is unavailable, retry later')
+            : new AsmtpError(500, 'INTERNAL_ERROR', 'internal error');
+      refuse(socket, refusal);
+    }
+  }
+}
+
+function refuse(socket: Duplex, error: AsmtpError): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const body = JSON.stringify(error.body());
+  socket.end(
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
+      'Connection: close\r\n' +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+  );
+}

@@ -1,0 +1,231 @@
+import { Logger } from '@nestjs/common';
+import Redis from 'ioredis';
+import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber } from './bus';
+
+export interface RedisBusOptions {
+  url: string;
+  prefix: string;
+  /** Fixed number of partition streams; a mailbox lives in `mailbox_id % partitions`. */
+  partitions: number;
+  /** Approximate MAXLEN of each partition stream. */
+  maxLen: number;
+  /** Reports the age of each frame read (stream read lag), in ms. */
+  onReadLag?: (lagMs: number) => void;
+  /** Counts failed Redis commands by component (publish, read, control). */
+  onError?: (component: string) => void;
+}
+
+type StreamReply = Array<[string, Array<[string, string[]]>]> | null;
+
+const READ_BLOCK_MS = 250;
+const READ_COUNT = 1000;
+
+/**
+ * Fan-out over Redis Streams (DESIGN.md): api nodes XADD one header frame per recipient mailbox to
+ * the partition stream of that mailbox, trimmed with an approximate MAXLEN; each gateway XREADs only
+ * the partitions of the mailboxes it holds. Control messages (socket revocation) go over pub/sub.
+ */
+export class RedisFrameBus extends FrameBus {
+  private readonly logger = new Logger('bus');
+  private readonly commands: Redis;
+  private reader: Redis | undefined;
+  private control: Redis | undefined;
+  private subscriber: FrameSubscriber | undefined;
+  private readonly heldMailboxes = new Map<number, number>();
+  private readonly heldPartitions = new Map<number, number>();
+  /** Last stream id read per partition; a newly held partition starts at the stream's tail. */
+  private readonly lastIds = new Map<number, string>();
+  private running = false;
+  private loop: Promise<void> | undefined;
+
+  constructor(private readonly options: RedisBusOptions) {
+    super();
+    this.commands = new Redis(options.url, {
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      commandTimeout: 2_000,
+      lazyConnect: false,
+    });
+    this.commands.on('error', () => undefined); // surfaced through failed commands and readiness
+  }
+
+  streamKey(partition: number): string {
+    return `${this.options.prefix}frames:${partition}`;
+  }
+
+  private get controlChannel(): string {
+    return `${this.options.prefix}control`;
+  }
+
+  partitionOf(mailboxId: number): number {
+    return mailboxId % this.options.partitions;
+  }
+
+  async publish(delivery: Delivery): Promise<void> {
+    if (delivery.frames.length === 0 && delivery.monitor.length === 0) return;
+    const pipeline = this.commands.pipeline();
+    const maxLen = String(this.options.maxLen);
+    for (const frame of delivery.frames) {
+      pipeline.xadd(
+        this.streamKey(this.partitionOf(frame.mailbox_id)),
+        'MAXLEN',
+        '~',
+        maxLen,
+        '*',
+        'm', String(frame.mailbox_id),
+        's', String(frame.seq),
+        'e', frame.envelope_id,
+        't', String(frame.created_at),
+        'c', String(delivery.committed_at),
+        'h', frame.header,
+      );
+    }
+    for (const monitor of delivery.monitor) {
+      pipeline.xadd(this.streamKey(this.partitionOf(monitor.mailbox_id)), 'MAXLEN', '~', maxLen, '*', 'm', String(monitor.mailbox_id), 'k', 'monitor', 'h', monitor.frame);
+    }
+    try {
+      const results = await pipeline.exec();
+      const failed = results?.find(([error]) => error !== null);
+      if (failed) throw failed[0];
+    } catch (error) {
+      this.options.onError?.('publish');
+      throw error;
+    }
+  }
+
+  async publishControl(control: AgentControl): Promise<void> {
+    await this.commands.publish(this.controlChannel, JSON.stringify(control));
+  }
+
+  subscribe(subscriber: FrameSubscriber): void {
+    if (this.subscriber) throw new Error('the frame bus has one subscriber per process');
+    this.subscriber = subscriber;
+    this.control = new Redis(this.options.url, { maxRetriesPerRequest: null });
+    this.control.on('error', () => undefined);
+    this.control.on('ready', () => subscriber.onResync());
+    void this.control.subscribe(this.controlChannel).catch(() => undefined);
+    this.control.on('message', (_channel: string, message: string) => {
+      try {
+        subscriber.onControl(JSON.parse(message) as AgentControl);
+      } catch {
+        // a malformed control message is ignored
+      }
+    });
+    this.reader = new Redis(this.options.url, { maxRetriesPerRequest: null, enableOfflineQueue: true });
+    this.reader.on('error', () => undefined);
+    this.running = true;
+    this.loop = this.readLoop();
+  }
+
+  hold(mailboxId: number): void {
+    this.heldMailboxes.set(mailboxId, (this.heldMailboxes.get(mailboxId) ?? 0) + 1);
+    if (this.heldMailboxes.get(mailboxId) !== 1) return;
+    const partition = this.partitionOf(mailboxId);
+    this.heldPartitions.set(partition, (this.heldPartitions.get(partition) ?? 0) + 1);
+  }
+
+  release(mailboxId: number): void {
+    const count = (this.heldMailboxes.get(mailboxId) ?? 0) - 1;
+    if (count > 0) {
+      this.heldMailboxes.set(mailboxId, count);
+      return;
+    }
+    this.heldMailboxes.delete(mailboxId);
+    const partition = this.partitionOf(mailboxId);
+    const holders = (this.heldPartitions.get(partition) ?? 0) - 1;
+    if (holders > 0) this.heldPartitions.set(partition, holders);
+    else {
+      this.heldPartitions.delete(partition);
+      this.lastIds.delete(partition);
+    }
+  }
+
+  async ready(): Promise<boolean> {
+    try {
+      return (await this.commands.ping()) === 'PONG';
+    } catch {
+      return false;
+    }
+  }
+
+  private async readLoop(): Promise<void> {
+    let failing = false;
+    let backoff = 100;
+    while (this.running) {
+      const partitions = [...this.heldPartitions.keys()];
+      if (partitions.length === 0) {
+        await sleep(READ_BLOCK_MS);
+        continue;
+      }
+      try {
+        for (const partition of partitions) {
+          if (!this.lastIds.has(partition)) this.lastIds.set(partition, await this.tailId(partition));
+        }
+        const keys = partitions.map((p) => this.streamKey(p));
+        const ids = partitions.map((p) => this.lastIds.get(p) ?? '$');
+        const reply = (await this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids)) as StreamReply;
+        if (failing) {
+          failing = false;
+          backoff = 100;
+          this.logger.warn('frame stream reads recovered; resynchronising held mailboxes');
+          this.subscriber?.onResync();
+        }
+        if (reply) this.dispatch(reply);
+      } catch (error) {
+        if (!this.running) break;
+        this.options.onError?.('read');
+        if (!failing) this.logger.warn(`frame stream read failed: ${(error as Error).message}`);
+        failing = true;
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 2_000);
+      }
+    }
+  }
+
+  /** The id of the newest entry of a partition ('0-0' when empty): reading starts after it. */
+  private async tailId(partition: number): Promise<string> {
+    const last = (await this.reader!.xrevrange(this.streamKey(partition), '+', '-', 'COUNT', 1)) as Array<[string, string[]]>;
+    return last[0]?.[0] ?? '0-0';
+  }
+
+  private dispatch(reply: NonNullable<StreamReply>): void {
+    const now = Date.now();
+    for (const [key, entries] of reply) {
+      const partition = Number(key.slice(key.lastIndexOf(':') + 1));
+      for (const [id, fields] of entries) {
+        if (this.heldPartitions.has(partition)) this.lastIds.set(partition, id);
+        this.options.onReadLag?.(now - Number(id.slice(0, id.indexOf('-'))));
+        const field = (name: string) => {
+          for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+          return undefined;
+        };
+        const mailboxId = Number(field('m'));
+        if (!this.heldMailboxes.has(mailboxId)) continue;
+        if (field('k') === 'monitor') {
+          this.subscriber?.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' });
+          continue;
+        }
+        this.subscriber?.onFrame(
+          {
+            mailbox_id: mailboxId,
+            seq: Number(field('s')),
+            envelope_id: field('e') ?? '',
+            created_at: Number(field('t')),
+            header: field('h') ?? '',
+          },
+          Number(field('c')),
+        );
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.running = false;
+    this.reader?.disconnect();
+    this.control?.disconnect();
+    await this.loop?.catch(() => undefined);
+    this.commands.disconnect();
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,129 @@
+import { Injectable } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * Every Roost metric, on one registry per process, named `roost_<noun>_<unit>`. Labels are
+ * bounded: never a handle, token or envelope id.
+ */
+@Injectable()
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly httpRequests = new Counter({
+    name: 'roost_http_requests_total',
+    help: 'HTTP requests by route template, method and status.',
+    labelNames: ['route', 'method', 'status'],
+    registers: [this.registry],
+  });
+
+  readonly httpDuration = new Histogram({
+    name: 'roost_http_request_duration_seconds',
+    help: 'HTTP request duration by route template and method.',
+    labelNames: ['route', 'method'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly envelopesAccepted = new Counter({
+    name: 'roost_envelopes_accepted_total',
+    help: 'POST /messages outcomes: stored, replay, refused (4xx), failed (5xx).',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+
+  readonly recipientsPerEnvelope = new Histogram({
+    name: 'roost_envelope_recipients',
+    help: 'Recipients per stored envelope.',
+    buckets: [1, 2, 5, 10, 25, 50, 100, 500],
+    registers: [this.registry],
+  });
+
+  readonly acceptBatchSize = new Histogram({
+    name: 'roost_accept_batch_envelopes',
+    help: 'Envelopes committed per shared accept transaction.',
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
+    registers: [this.registry],
+  });
+
+  readonly mailboxListDuration = new Histogram({
+    name: 'roost_mailbox_list_duration_seconds',
+    help: 'GET /mailbox listing duration by direction.',
+    labelNames: ['direction'],
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly dbPool = new Gauge({
+    name: 'roost_db_pool_connections',
+    help: 'Postgres pool connections by state (in_use, idle, waiting).',
+    labelNames: ['state'],
+    registers: [this.registry],
+  });
+
+  readonly dbQueryDuration = new Histogram({
+    name: 'roost_db_query_duration_seconds',
+    help: 'Postgres query duration (every query Kysely runs).',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly redisErrors = new Counter({
+    name: 'roost_redis_errors_total',
+    help: 'Failed Redis commands by component.',
+    labelNames: ['component'],
+    registers: [this.registry],
+  });
+
+  readonly wsConnections = new Gauge({
+    name: 'roost_ws_connections',
+    help: 'Open /connect WebSocket connections on this gateway.',
+    registers: [this.registry],
+  });
+
+  readonly framesSent = new Counter({
+    name: 'roost_ws_frames_sent_total',
+    help: 'Frames written to sockets by kind (notify, monitor, replay, control).',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+
+  readonly replayedFrames = new Counter({
+    name: 'roost_ws_replayed_frames_total',
+    help: 'Headers replayed from Postgres on server-side resume.',
+    registers: [this.registry],
+  });
+
+  readonly backfills = new Counter({
+    name: 'roost_ws_backfills_total',
+    help: 'Gaps in a mailbox sequence filled from Postgres, by cause (gap, sweep).',
+    labelNames: ['cause'],
+    registers: [this.registry],
+  });
+
+  readonly wsClosed = new Counter({
+    name: 'roost_ws_closed_total',
+    help: 'Sockets closed by the server, by reason (slow_consumer, revoked, ping_timeout, drain).',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+
+  readonly streamReadLag = new Histogram({
+    name: 'roost_stream_read_lag_seconds',
+    help: 'Age of frames when a gateway reads them from the Redis stream.',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  readonly commitToSocket = new Histogram({
+    name: 'roost_commit_to_socket_seconds',
+    help: 'Time from accept commit to the header frame written on a socket.',
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+}
