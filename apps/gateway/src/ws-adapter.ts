@@ -49,7 +49,7 @@ export class RoostWsAdapter extends WsAdapter {
   }
 
   override create(port: number, options: Record<string, unknown> = {}): WebSocketServer {
-    return super.create(port, { ...options, maxPayload: this.maxClientFrameBytes, perMessageDeflate: false, clientTracking: false });
+    return super.create(port, { ...options, maxPayload: this.maxClientFrameBytes, perMessageDeflate: false });
   }
 
   /** Clients send nothing ASMTP defines; their frames are read and dropped (§6.2). */

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
-import { EnvelopesRepository, type EntryRow, type MailboxState } from '#db';
+import { Metrics } from '#metrics';
+import { EnvelopesRepository, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
 import {
   badRequest,
   headerJsonOf,
@@ -49,6 +50,55 @@ interface Pending {
 class MailboxGone extends Error {}
 /** A `file_id` could not be claimed (unknown, foreign, already bound, or twice in one envelope). */
 class FileClaimRefused extends Error {}
+/** An envelope id of the batch already exists: redo the batch statement by statement. */
+class IdTaken extends Error {}
+
+interface BatchPlan {
+  envelopes: EnvelopeRow[];
+  entries: EntryRow[];
+  states: MailboxState[];
+  outcomes: AcceptOutcome[];
+}
+
+/**
+ * Stamp every job of a batch as if all are new: `created_at` strictly above each recipient
+ * mailbox's last one (DESIGN.md), the next `seq` of each mailbox, the header that carries both.
+ */
+function planBatch(jobs: readonly AcceptJob[], locked: readonly MailboxState[], now: number): BatchPlan {
+  const states = new Map<number, MailboxState>(locked.map((state) => [state.agent_id, { ...state }]));
+  const plan: BatchPlan = { envelopes: [], entries: [], states: [], outcomes: [] };
+  const changed = new Set<number>();
+  for (const job of jobs) {
+    const createdAt = nextCreatedAt(now, job.recipients.map((r) => states.get(r.agentId)!.last_created_at));
+    const header = headerJsonOf(job.stored, { ...job.derived, created_at: createdAt }, job.extensions);
+    plan.envelopes.push(envelopeRow(job, createdAt, now, header));
+    const allocated = job.recipients.map((r) => {
+      const state = states.get(r.agentId)!;
+      state.last_seq += 1;
+      state.last_created_at = createdAt;
+      changed.add(r.agentId);
+      plan.entries.push({ mailbox_id: r.agentId, seq: state.last_seq, envelope_id: job.envelopeId, created_at: createdAt, kind: r.kind });
+      return { mailboxId: r.agentId, seq: state.last_seq };
+    });
+    plan.outcomes.push({ kind: 'stored', createdAt, receivedMs: now, header, entries: allocated });
+  }
+  plan.states = [...changed].map((id) => states.get(id)!);
+  return plan;
+}
+
+function envelopeRow(job: AcceptJob, createdAt: number, now: number, header: string): EnvelopeRow {
+  return {
+    id: job.envelopeId,
+    sender_id: job.senderId,
+    created_at: createdAt,
+    received_ms: now,
+    body: job.body,
+    header,
+    recipients: job.recipients.map((r) => r.handle),
+    self_addressed: job.selfAddressed,
+    search_text: job.searchText,
+  };
+}
 
 const MAX_ENTRIES_PER_BATCH = 20_000;
 const RETRYABLE_SQLSTATE = new Set(['40P01', '40001']);
@@ -64,6 +114,8 @@ const RETRYABLE_SQLSTATE = new Set(['40P01', '40001']);
 export class AcceptBatcher {
   private queue: Pending[] = [];
   private running = 0;
+  /** Mailboxes locked by batches in flight: a job touching one waits and joins a later batch. */
+  private readonly busy = new Map<number, number>();
   private readonly writers: number;
   private readonly batchMax: number;
   /** Overridable for tests that need an injected clock. */
@@ -71,6 +123,7 @@ export class AcceptBatcher {
 
   constructor(
     private readonly envelopes: EnvelopesRepository,
+    private readonly metrics: Metrics,
     @InjectConfig() config: Config,
   ) {
     // PGlite has one session: more writers would only queue behind its lock.
@@ -88,15 +141,27 @@ export class AcceptBatcher {
   private pump(): void {
     while (this.running < this.writers && this.queue.length > 0) {
       const batch = this.take();
+      if (batch.length === 0) return; // everything queued waits on a mailbox a batch holds
+      const mailboxes = [...new Set(batch.flatMap((pending) => pending.job.recipients.map((r) => r.agentId)))];
+      for (const id of mailboxes) this.busy.set(id, (this.busy.get(id) ?? 0) + 1);
       this.running++;
       void this.commit(batch).finally(() => {
+        for (const id of mailboxes) {
+          const left = (this.busy.get(id) ?? 1) - 1;
+          if (left > 0) this.busy.set(id, left);
+          else this.busy.delete(id);
+        }
         this.running--;
         this.pump();
       });
     }
   }
 
-  /** Up to `batchMax` queued jobs with distinct ids; the rest wait for the next transaction. */
+  /**
+   * Up to `batchMax` queued jobs, in arrival order, with distinct ids and no mailbox that a batch
+   * in flight holds: such a job would only wait for that lock, so it waits here instead and joins
+   * the next batch (a hot mailbox then gets few large transactions rather than many small ones).
+   */
   private take(): Pending[] {
     const batch: Pending[] = [];
     const rest: Pending[] = [];
@@ -105,7 +170,8 @@ export class AcceptBatcher {
     for (const pending of this.queue) {
       const size = pending.job.recipients.length;
       const full = batch.length >= this.batchMax || (batch.length > 0 && entries + size > MAX_ENTRIES_PER_BATCH);
-      if (full || ids.has(pending.job.envelopeId)) {
+      const locked = pending.job.recipients.some((r) => this.busy.has(r.agentId));
+      if (full || locked || ids.has(pending.job.envelopeId)) {
         rest.push(pending);
         continue;
       }
@@ -118,6 +184,7 @@ export class AcceptBatcher {
   }
 
   private async commit(batch: Pending[]): Promise<void> {
+    this.metrics.acceptBatchSize.observe(batch.length);
     try {
       const outcomes = await this.runWithRetry(batch.map((pending) => pending.job));
       batch.forEach((pending, i) => pending.resolve(outcomes[i]));
@@ -140,12 +207,36 @@ export class AcceptBatcher {
   private async runWithRetry(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
     for (let attempt = 1; ; attempt++) {
       try {
+        if (jobs.every((job) => job.fileIds.length === 0)) {
+          try {
+            return await this.runInOneStatement(jobs);
+          } catch (error) {
+            if (!(error instanceof IdTaken)) throw error;
+          }
+        }
         return await this.run(jobs);
       } catch (error) {
         const code = (error as { code?: string }).code;
         if (attempt >= 3 || code === undefined || !RETRYABLE_SQLSTATE.has(code)) throw error;
       }
     }
+  }
+
+  /**
+   * The common case (no file to claim, no id taken): lock, then one statement writes envelopes,
+   * entries and mailbox states. An id that turns out to be taken rolls it back (`IdTaken`).
+   */
+  private runInOneStatement(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
+    return this.envelopes.transaction(async (trx) => {
+      const now = this.now();
+      const mailboxIds = [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
+      const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
+      if (locked.length !== mailboxIds.length) throw new MailboxGone();
+      const plan = planBatch(jobs, locked, now);
+      const inserted = await this.envelopes.insertAll(trx, plan.envelopes, plan.entries, plan.states);
+      if (inserted.size !== jobs.length) throw new IdTaken();
+      return plan.outcomes;
+    });
   }
 
   private run(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
@@ -166,17 +257,7 @@ export class AcceptBatcher {
       );
       const inserted = await this.envelopes.insertEnvelopes(
         trx,
-        jobs.map((job, i) => ({
-          id: job.envelopeId,
-          sender_id: job.senderId,
-          created_at: createdAts[i],
-          received_ms: now,
-          body: job.body,
-          header: headers[i],
-          recipients: job.recipients.map((r) => r.handle),
-          self_addressed: job.selfAddressed,
-          search_text: job.searchText,
-        })),
+        jobs.map((job, i) => envelopeRow(job, createdAts[i], now, headers[i])),
       );
 
       const states = new Map<number, MailboxState>(locked.map((state) => [state.agent_id, { ...state }]));

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { FrameBus } from '#bus';
 import { InjectConfig, type Config } from '#config';
 import { AgentsRepository, EnvelopesRepository } from '#db';
+import { Metrics } from '#metrics';
 import {
   AsmtpError,
   expandRecipients,
@@ -48,11 +49,20 @@ export class AcceptService {
     private readonly envelopes: EnvelopesRepository,
     private readonly batcher: AcceptBatcher,
     private readonly bus: FrameBus,
+    private readonly metrics: Metrics,
     @InjectConfig() private readonly config: Config,
   ) {}
 
   async accept(sender: Agent, input: Record<string, unknown>, options: AcceptOptions = {}): Promise<AcceptResult> {
-    return this.acceptPosted(sender, parsePostedEnvelope(input), options);
+    try {
+      const result = await this.acceptPosted(sender, parsePostedEnvelope(input), options);
+      this.metrics.envelopesAccepted.inc({ result: result.replay ? 'replay' : 'stored' });
+      return result;
+    } catch (error) {
+      const status = error instanceof AsmtpError ? error.status : 500;
+      this.metrics.envelopesAccepted.inc({ result: status < 500 ? 'refused' : 'failed' });
+      throw error;
+    }
   }
 
   async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
@@ -82,6 +92,7 @@ export class AcceptService {
     for (let attempt = 0; attempt < 3; attempt++) {
       const outcome = await this.batcher.submit(job);
       if (outcome.kind === 'stored') {
+        this.metrics.recipientsPerEnvelope.observe(recipients.length);
         this.publish(job, posted, outcome.createdAt, outcome.header, outcome.entries, sender.id);
         return {
           accepted: { id: posted.id, received_ms: outcome.receivedMs, created_at: outcome.createdAt, recipients: handles.map((handle) => ({ handle })) },

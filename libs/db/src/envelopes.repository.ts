@@ -112,6 +112,57 @@ export class EnvelopesRepository {
       where m.agent_id = u.agent_id`.execute(trx);
   }
 
+  /**
+   * The common case of an accept transaction in one statement: insert the envelopes, their mailbox
+   * entries and the mailboxes' new `last_seq`/`last_created_at` together. Returns the ids inserted;
+   * when an id already existed the caller must roll back (its entries would point at the other
+   * envelope) and take the statement-by-statement path.
+   */
+  async insertAll(
+    trx: Tx,
+    envelopes: readonly EnvelopeRow[],
+    entries: readonly EntryRow[],
+    states: readonly MailboxState[],
+  ): Promise<Set<string>> {
+    const sorted = [...envelopes].sort((a, b) => (a.id < b.id ? -1 : 1));
+    const result = await sql<{ id: string }>`
+      with inserted as (
+        insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search)
+        select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
+               array(select jsonb_array_elements_text(t.recipients::jsonb)),
+               t.self_addressed, to_tsvector('simple', t.search_text)
+        from unnest(
+          ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
+          ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
+          ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
+          ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
+          ${sorted.map((r) => r.search_text)}::text[]
+        ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text, n)
+        order by t.n
+        on conflict (id) do nothing
+        returning id
+      ),
+      entries as (
+        insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
+        select * from unnest(
+          ${entries.map((r) => r.mailbox_id)}::bigint[], ${entries.map((r) => r.seq)}::bigint[],
+          ${entries.map((r) => r.envelope_id)}::text[], ${entries.map((r) => r.created_at)}::bigint[],
+          ${entries.map((r) => r.kind)}::text[]
+        )
+        where exists (select 1 from inserted)
+      ),
+      advanced as (
+        update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
+        from unnest(
+          ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.last_seq)}::bigint[],
+          ${states.map((s) => s.last_created_at)}::bigint[]
+        ) as u(agent_id, last_seq, last_created_at)
+        where m.agent_id = u.agent_id
+      )
+      select id from inserted`.execute(trx);
+    return new Set(result.rows.map((row) => row.id));
+  }
+
   /** Bind pending files of `uploaderId` to the envelope; returns how many were claimed. */
   async claimFiles(trx: Tx, envelopeId: string, uploaderId: number, fileIds: readonly string[]): Promise<number> {
     const result = await trx
