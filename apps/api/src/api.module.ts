@@ -9,6 +9,8 @@ import { MailboxController } from './mailbox/mailbox.controller';
 import { MailboxService } from './mailbox/mailbox.service';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesService } from './messages/messages.service';
+import { SchedulesController } from './schedules/schedules.controller';
+import { SchedulesService } from './schedules/schedules.service';
 import { SearchController } from './search/search.controller';
 import { SearchService } from './search/search.service';
 
@@ -20,9 +22,10 @@ import { SearchService } from './search/search.service';
     AgentsController,
     FilesController,
     SearchController,
+    SchedulesController,
     AdminAgentsController,
     AdminOrgsController,
   ],
-  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService],
+  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService],
 })
 export class ApiModule {}

@@ -8,7 +8,7 @@ import {
 import type { WebSocket } from 'ws';
 import { FrameBus, type AgentControl, type FrameSubscriber, type HeaderFrame, type MonitorFrame } from '#bus';
 import { InjectConfig, type Config } from '#config';
-import { AgentsRepository, MailboxRepository } from '#db';
+import { AgentsRepository, MailboxRepository, RetentionRepository } from '#db';
 import type { Cursor } from '#domain';
 import { Metrics } from '#metrics';
 import type { ConnectAuth } from './ws-adapter';
@@ -20,6 +20,9 @@ export const CLOSE_SERVICE_RESTART = 1012;
 
 const PAGE = 500;
 const OPEN = 1;
+
+const compareCursors = (a: Cursor, b: Cursor): number =>
+  a.created_at !== b.created_at ? a.created_at - b.created_at : a.envelope_id < b.envelope_id ? -1 : a.envelope_id > b.envelope_id ? 1 : 0;
 
 type InboxItem = { kind: 'frame'; frame: HeaderFrame; committedAt: number } | { kind: 'catch-up'; through: number };
 
@@ -59,6 +62,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     private readonly bus: FrameBus,
     private readonly mailbox: MailboxRepository,
     private readonly agents: AgentsRepository,
+    private readonly retention: RetentionRepository,
     private readonly metrics: Metrics,
     @InjectConfig() private readonly config: Config,
   ) {}
@@ -138,8 +142,16 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     }
   }
 
-  /** EXTENSIONS.md §1: every header after the cursor, in order, then `replay.complete`. */
+  /**
+   * EXTENSIONS.md §1: every header after the cursor, in order, then `replay.complete`. A cursor
+   * older than what retention kept first gets `cursor.expired` with the oldest retained entry.
+   */
   private async replay(connection: Connection, cursor: Cursor): Promise<void> {
+    const purged = await this.retention.mark(connection.mailboxId);
+    if (purged && compareCursors(cursor, purged) < 0) {
+      const oldest = (await this.retention.oldestEntry(connection.mailboxId)) ?? null;
+      this.send(connection, JSON.stringify({ op: 'cursor.expired', oldest }), 'control');
+    }
     connection.lastSeq = await this.mailbox.seqAtOrBefore(connection.mailboxId, cursor);
     const target = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
     let replayed = 0;

@@ -1,6 +1,7 @@
 import { Module, type DynamicModule, type Type } from '@nestjs/common';
 import { ApiModule } from '../../api/src/api.module';
 import { GatewayModule } from '../../gateway/src/gateway.module';
+import { WorkerModule } from '../../worker/src/worker.module';
 import { BusModule } from '#bus';
 import { ConfigModule, type Config, type Role } from '#config';
 import { CoreModule } from '#core';
@@ -11,7 +12,7 @@ import { MetricsModule } from '#metrics';
 const ROLE_MODULES: Record<Exclude<Role, 'all'>, Type[]> = {
   api: [ApiModule],
   gateway: [GatewayModule],
-  worker: [],
+  worker: [WorkerModule],
 };
 
 export function roleModules(role: Role): Type[] {

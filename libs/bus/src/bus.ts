@@ -51,6 +51,8 @@ export abstract class FrameBus {
   /** The gateway now holds (or no longer holds) sockets of this mailbox. */
   abstract hold(mailboxId: number): void;
   abstract release(mailboxId: number): void;
+  /** Drop frames older than `maxAgeMs` (gateways backfill from Postgres anyway); returns entries removed. */
+  abstract trim(maxAgeMs: number): Promise<number>;
   /** Is the bus's own dependency reachable (readiness)? */
   abstract ready(): Promise<boolean>;
 }

@@ -25,6 +25,10 @@ export class InProcessFrameBus extends FrameBus {
 
   release(): void {}
 
+  async trim(): Promise<number> {
+    return 0; // nothing is kept
+  }
+
   async ready(): Promise<boolean> {
     return true;
   }

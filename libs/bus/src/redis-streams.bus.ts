@@ -140,6 +140,16 @@ export class RedisFrameBus extends FrameBus {
     }
   }
 
+  async trim(maxAgeMs: number): Promise<number> {
+    const minId = `${Date.now() - maxAgeMs}-0`;
+    const pipeline = this.commands.pipeline();
+    for (let partition = 0; partition < this.options.partitions; partition++) {
+      pipeline.xtrim(this.streamKey(partition), 'MINID', '~', minId);
+    }
+    const results = (await pipeline.exec()) ?? [];
+    return results.reduce((sum, [error, removed]) => sum + (error ? 0 : Number(removed)), 0);
+  }
+
   async ready(): Promise<boolean> {
     try {
       return (await this.commands.ping()) === 'PONG';

@@ -43,6 +43,24 @@ export interface Config {
     /** Approximate MAXLEN of each partition stream. */
     maxLen: number;
   };
+  schedules: {
+    /** Smallest interval of a repeating schedule. */
+    minIntervalMs: number;
+    /** Most active or paused schedules per agent. */
+    perAgent: number;
+    /** How often workers look for due schedules. */
+    tickMs: number;
+    /** How long a firing is leased to one worker before another may take it over. */
+    leaseMs: number;
+  };
+  retention: {
+    /** How often the purge job runs. */
+    intervalMs: number;
+    /** Rows deleted per statement (bounded batches keep locks short). */
+    batchSize: number;
+  };
+  /** Test-only accelerated clock for schedules: `now = epoch + (real - epoch) * speed`. */
+  clock: { speed: number; epochMs: number };
   gateway: {
     pingIntervalMs: number;
     /** Send-buffer bound per socket; past it the socket is closed 4008 (slow consumer). */
@@ -172,6 +190,20 @@ export function loadConfig(env: Env = process.env): Config {
     streams: {
       partitions: integer(env, 'ROOST_STREAM_PARTITIONS', 16, 1, 1024),
       maxLen: integer(env, 'ROOST_STREAM_MAXLEN', 100_000, 100, 100_000_000),
+    },
+    schedules: {
+      minIntervalMs: integer(env, 'ROOST_SCHEDULE_MIN_INTERVAL_MS', 60_000, 1, 365 * 24 * 3_600_000),
+      perAgent: integer(env, 'ROOST_SCHEDULES_PER_AGENT', 100, 0, 1_000_000),
+      tickMs: integer(env, 'ROOST_SCHEDULE_TICK_MS', 1_000, 10, 3_600_000),
+      leaseMs: integer(env, 'ROOST_SCHEDULE_LEASE_MS', 30_000, 100, 3_600_000),
+    },
+    retention: {
+      intervalMs: integer(env, 'ROOST_RETENTION_INTERVAL_MS', 60_000, 100, 24 * 3_600_000),
+      batchSize: integer(env, 'ROOST_RETENTION_BATCH', 5_000, 1, 1_000_000),
+    },
+    clock: {
+      speed: integer(env, 'ROOST_CLOCK_SPEED', 1, 1, 100_000),
+      epochMs: integer(env, 'ROOST_CLOCK_EPOCH_MS', 0, 0, Number.MAX_SAFE_INTEGER),
     },
     gateway: {
       pingIntervalMs: integer(env, 'ROOST_WS_PING_INTERVAL_MS', 25_000, 100, 3_600_000),

@@ -65,6 +65,16 @@ export class AcceptService {
     }
   }
 
+  /**
+   * Everything `accept` checks before storing (fields, recipients, policy), storing nothing: a
+   * schedule's envelope is validated at creation "as if sent now" (EXTENSIONS.md §3).
+   */
+  async check(sender: Agent, input: Record<string, unknown>): Promise<PostedEnvelope> {
+    const posted = parsePostedEnvelope(input);
+    await this.admittedRecipients(sender, expandRecipients(posted.to, posted.cc));
+    return posted;
+  }
+
   async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
     const handles = expandRecipients(posted.to, posted.cc);
     const recipients = await this.admittedRecipients(sender, handles);

@@ -1,4 +1,4 @@
-import { badRequest, type ContentPart, type PostedEnvelope } from '#domain';
+import { badRequest, isFileId, type ContentPart, type PostedEnvelope } from '#domain';
 import { validateRequest } from '#schemas';
 
 /**
@@ -26,11 +26,15 @@ export function parsePostedEnvelope(input: Record<string, unknown>): PostedEnvel
   return posted;
 }
 
-/** Replace each part's `file_id` by `url` = `{publicUrl}/files/{id}`, appended as the last key (§7.2). */
+/**
+ * Replace each part's `file_id` by `url` = `{publicUrl}/files/{id}`, appended as the last key (§7.2).
+ * A `file_id` that is not one Roost mints can never be claimed: 400 INVALID_FILE before it reaches SQL.
+ */
 export function resolveFileParts(parts: ContentPart[], publicUrl: string): { parts: ContentPart[]; fileIds: string[] } {
   const fileIds: string[] = [];
   const resolved = parts.map((part) => {
     if (typeof part.file_id !== 'string') return part;
+    if (!isFileId(part.file_id)) throw badRequest('INVALID_FILE', 'file_id is unknown, not yours, or already used');
     fileIds.push(part.file_id);
     const { file_id: fileId, ...rest } = part;
     return { ...rest, url: `${publicUrl}/files/${encodeURIComponent(fileId as string)}` } as ContentPart;

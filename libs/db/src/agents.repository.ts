@@ -56,6 +56,10 @@ export class AgentsRepository {
     return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('token_hash', '=', tokenHash).executeTakeFirst();
   }
 
+  findById(id: number): Promise<Agent | undefined> {
+    return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('id', '=', id).executeTakeFirst();
+  }
+
   findByHandle(handle: string): Promise<Agent | undefined> {
     return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('handle', '=', handle).executeTakeFirst();
   }

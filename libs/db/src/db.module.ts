@@ -7,6 +7,8 @@ import { FilesRepository } from './files.repository';
 import { MailboxRepository } from './mailbox.repository';
 import { migrate } from './migrate';
 import { OrgsRepository } from './orgs.repository';
+import { RetentionRepository } from './retention.repository';
+import { SchedulesRepository } from './schedules.repository';
 import { SearchRepository } from './search.repository';
 import { DATABASE, InjectDatabase } from './tokens';
 
@@ -17,6 +19,8 @@ const REPOSITORIES = [
   MailboxRepository,
   OrgsRepository,
   SearchRepository,
+  SchedulesRepository,
+  RetentionRepository,
 ];
 
 /** Postgres when DATABASE_URL is set, else PGlite under ROOST_DATA_DIR; migrated before use. */

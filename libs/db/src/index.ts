@@ -6,6 +6,8 @@ export * from './files.repository';
 export * from './mailbox.repository';
 export * from './migrate';
 export * from './orgs.repository';
+export * from './retention.repository';
+export * from './schedules.repository';
 export * from './schema';
 export * from './search.repository';
 export * from './tokens';

@@ -74,6 +74,30 @@ export interface FilesTable {
   expires_at: number;
 }
 
+export interface SchedulesTable {
+  id: string;
+  owner_id: number;
+  status: 'active' | 'paused' | 'completed' | 'cancelled' | 'failed';
+  envelope: string;
+  interval_ms: number | null;
+  next_run_at: number | null;
+  last_sent_at: number | null;
+  last_envelope_id: string | null;
+  send_count: ColumnType<number, number | undefined, number>;
+  max_count: number | null;
+  end_at: number | null;
+  last_error: string | null;
+  lease_until: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface RetentionMarksTable {
+  mailbox_id: number;
+  purged_created_at: number;
+  purged_envelope_id: string;
+}
+
 export interface SchemaMigrationsTable {
   version: string;
   applied_at: number;
@@ -87,5 +111,7 @@ export interface DB {
   envelopes: EnvelopesTable;
   mailbox_entries: MailboxEntriesTable;
   files: FilesTable;
+  schedules: SchedulesTable;
+  retention_marks: RetentionMarksTable;
   schema_migrations: SchemaMigrationsTable;
 }

@@ -5,4 +5,5 @@ export * from './files';
 export * from './handles';
 export * from './ids';
 export * from './query';
+export * from './schedules';
 export * from './tokens';

@@ -123,6 +123,41 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly jobDuration = new Histogram({
+    name: 'roost_job_duration_seconds',
+    help: 'Worker job run duration by job.',
+    labelNames: ['job'],
+    buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+
+  readonly jobFailures = new Counter({
+    name: 'roost_job_failures_total',
+    help: 'Worker job runs that failed, by job.',
+    labelNames: ['job'],
+    registers: [this.registry],
+  });
+
+  readonly scheduleFirings = new Counter({
+    name: 'roost_schedule_firings_total',
+    help: 'Schedule firings by result (sent, replayed, refused, error).',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+
+  readonly scheduleLag = new Gauge({
+    name: 'roost_schedule_lag_seconds',
+    help: 'Now minus the oldest next_run_at among due active schedules (0 when none is due).',
+    registers: [this.registry],
+  });
+
+  readonly purgedRows = new Counter({
+    name: 'roost_retention_purged_rows_total',
+    help: 'Rows removed by retention, by table (mailbox_entries, envelopes).',
+    labelNames: ['table'],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

@@ -1,0 +1,51 @@
+import { Injectable } from '@nestjs/common';
+import { FrameBus } from '#bus';
+import { InjectConfig, type Config } from '#config';
+import { RetentionRepository } from '#db';
+import { Metrics } from '#metrics';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+/** Frames older than this are of no use to any gateway (they backfill from Postgres). */
+const STREAM_MAX_AGE_MS = 60 * 60 * 1000;
+
+/**
+ * Retention (EXTENSIONS.md §6): mailbox entries older than the mailbox's limit, then envelopes no
+ * mailbox holds any more and older than their sender's limit, each in bounded batches; then the
+ * frame streams are trimmed by age.
+ */
+@Injectable()
+export class RetentionProcessor {
+  constructor(
+    private readonly retention: RetentionRepository,
+    private readonly bus: FrameBus,
+    private readonly metrics: Metrics,
+    @InjectConfig() private readonly config: Config,
+  ) {}
+
+  async purge(now: number = Date.now()): Promise<{ entries: number; envelopes: number }> {
+    const batch = this.config.retention.batchSize;
+    let entries = 0;
+    let envelopes = 0;
+    const policies = await this.retention.policies();
+    for (const policy of policies) {
+      const cutoff = now - policy.retention_days * DAY_MS;
+      for (;;) {
+        const purged = await this.retention.purgeEntries(policy.agent_id, cutoff, batch);
+        entries += purged;
+        this.metrics.purgedRows.inc({ table: 'mailbox_entries' }, purged);
+        if (purged < batch) break;
+      }
+    }
+    for (const policy of policies) {
+      const cutoff = now - policy.retention_days * DAY_MS;
+      for (;;) {
+        const purged = await this.retention.purgeEnvelopes(policy.agent_id, cutoff, batch);
+        envelopes += purged;
+        this.metrics.purgedRows.inc({ table: 'envelopes' }, purged);
+        if (purged < batch) break;
+      }
+    }
+    await this.bus.trim(STREAM_MAX_AGE_MS).catch(() => 0);
+    return { entries, envelopes };
+  }
+}

@@ -1,0 +1,108 @@
+import { Injectable } from '@nestjs/common';
+import { sql, type Kysely } from 'kysely';
+import type { Cursor } from '#domain';
+import type { Database } from './database';
+import type { DB } from './schema';
+import { InjectDatabase } from './tokens';
+
+export interface RetentionPolicy {
+  agent_id: number;
+  /** Effective retention: the agent's override, else its organization's. */
+  retention_days: number;
+}
+
+/**
+ * Retention (EXTENSIONS.md §6) in bounded batches: each statement deletes at most `limit` rows by
+ * an index range scan and commits on its own, so no long lock is ever held and accepts (which only
+ * insert) never wait on a purge.
+ */
+@Injectable()
+export class RetentionRepository {
+  private readonly db: Kysely<DB>;
+
+  constructor(@InjectDatabase() database: Database) {
+    this.db = database.db;
+  }
+
+  /** Every agent with a retention limit, its own or its organization's. */
+  async policies(): Promise<RetentionPolicy[]> {
+    const result = await sql<RetentionPolicy>`
+      select a.id as agent_id, coalesce(a.retention_days, o.retention_days) as retention_days
+      from agents a left join orgs o on o.name = a.owner
+      where coalesce(a.retention_days, o.retention_days) is not null
+      order by a.id`.execute(this.db);
+    return result.rows;
+  }
+
+  /**
+   * Delete up to `limit` of the mailbox's entries created before `cutoff` (index
+   * `mailbox_entries_feed`) and move the mailbox's retention mark past them. Returns the count.
+   */
+  async purgeEntries(mailboxId: number, cutoff: number, limit: number): Promise<number> {
+    const result = await sql<{ purged: number; created_at: number | null; envelope_id: string | null }>`
+      with doomed as (
+        select seq, created_at, envelope_id from mailbox_entries
+        where mailbox_id = ${mailboxId} and created_at < ${cutoff}
+        order by created_at, envelope_id
+        limit ${limit}
+      ),
+      deleted as (
+        delete from mailbox_entries m using doomed d
+        where m.mailbox_id = ${mailboxId} and m.seq = d.seq
+        returning m.created_at, m.envelope_id
+      ),
+      newest as (
+        select created_at, envelope_id from deleted order by created_at desc, envelope_id desc limit 1
+      ),
+      marked as (
+        insert into retention_marks (mailbox_id, purged_created_at, purged_envelope_id)
+        select ${mailboxId}, created_at, envelope_id from newest
+        on conflict (mailbox_id) do update
+          set purged_created_at = excluded.purged_created_at, purged_envelope_id = excluded.purged_envelope_id
+          where (retention_marks.purged_created_at, retention_marks.purged_envelope_id)
+              < (excluded.purged_created_at, excluded.purged_envelope_id)
+      )
+      select (select count(*) from deleted)::int as purged, n.created_at, n.envelope_id
+      from (select 1) one left join newest n on true`.execute(this.db);
+    return Number(result.rows[0]?.purged ?? 0);
+  }
+
+  /**
+   * Delete up to `limit` envelopes of `senderId` older than `cutoff` that no mailbox holds any
+   * more (their files go with them by cascade). An envelope a recipient still keeps stays.
+   */
+  async purgeEnvelopes(senderId: number, cutoff: number, limit: number): Promise<number> {
+    const result = await sql<{ id: string }>`
+      delete from envelopes where id in (
+        select e.id from envelopes e
+        where e.sender_id = ${senderId} and e.created_at < ${cutoff}
+          and not exists (select 1 from mailbox_entries m where m.envelope_id = e.id)
+        order by e.created_at, e.id
+        limit ${limit})
+      returning id`.execute(this.db);
+    return result.rows.length;
+  }
+
+  /** The newest purged position of a mailbox, or undefined when nothing was ever purged. */
+  async mark(mailboxId: number): Promise<Cursor | undefined> {
+    const row = await this.db
+      .selectFrom('retention_marks')
+      .select(['purged_created_at', 'purged_envelope_id'])
+      .where('mailbox_id', '=', mailboxId)
+      .executeTakeFirst();
+    return row ? { created_at: row.purged_created_at, envelope_id: row.purged_envelope_id } : undefined;
+  }
+
+  /** The oldest entry still in the mailbox. */
+  async oldestEntry(mailboxId: number): Promise<Cursor | undefined> {
+    const row = await this.db
+      .selectFrom('mailbox_entries')
+      .select(['created_at', 'envelope_id'])
+      .where('mailbox_id', '=', mailboxId)
+      .orderBy('created_at')
+      .orderBy('envelope_id')
+      .limit(1)
+      .executeTakeFirst();
+    return row ? { created_at: row.created_at, envelope_id: row.envelope_id } : undefined;
+  }
+}

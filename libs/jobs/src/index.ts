@@ -1,0 +1,4 @@
+export * from './bullmq.runner';
+export * from './in-process.runner';
+export * from './jobs';
+export * from './jobs.module';

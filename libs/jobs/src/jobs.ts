@@ -1,0 +1,17 @@
+/** A recurring job: a trigger; the state it acts on lives in Postgres, so running twice is harmless. */
+export interface JobDefinition {
+  name: string;
+  everyMs: number;
+  run(): Promise<void>;
+}
+
+/** The job port: BullMQ job schedulers (production) or in-process timers (embedded). */
+export abstract class JobRunner {
+  abstract start(jobs: readonly JobDefinition[]): Promise<void>;
+  abstract stop(): Promise<void>;
+  abstract ready(): Promise<boolean>;
+}
+
+export interface JobObserver {
+  onFinished(name: string, seconds: number, failed: boolean): void;
+}
