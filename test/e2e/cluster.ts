@@ -111,9 +111,19 @@ export class RoostProcess {
     await this.exited;
   }
 
+  /** SIGSTOP / SIGCONT: a frozen process (GC pause, starved CPU) that keeps its sockets open. */
+  pause(): void {
+    if (this.running) this.child!.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    if (this.running) this.child!.kill('SIGCONT');
+  }
+
   /** SIGTERM (graceful drain), then SIGKILL after `graceMs`. */
   async stop(graceMs = 5_000): Promise<void> {
     if (!this.running) return this.exited;
+    this.child!.kill('SIGCONT'); // a paused process would never handle SIGTERM
     this.child!.kill('SIGTERM');
     const timer = setTimeout(() => this.child?.kill('SIGKILL'), graceMs);
     await this.exited;
@@ -414,7 +424,7 @@ export class ResumingClient {
 
   private async open(index: number, timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0; !this.stopped; attempt++) {
       const urls = this.gatewayUrls();
       const i = (index + attempt) % urls.length;
       try {
