@@ -9,6 +9,8 @@ import { MailboxController } from './mailbox/mailbox.controller';
 import { MailboxService } from './mailbox/mailbox.service';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesService } from './messages/messages.service';
+import { ReceiptsController } from './receipts/receipts.controller';
+import { ReceiptsService } from './receipts/receipts.service';
 import { SchedulesController } from './schedules/schedules.controller';
 import { SchedulesService } from './schedules/schedules.service';
 import { SearchController } from './search/search.controller';
@@ -23,9 +25,10 @@ import { SearchService } from './search/search.service';
     FilesController,
     SearchController,
     SchedulesController,
+    ReceiptsController,
     AdminAgentsController,
     AdminOrgsController,
   ],
-  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService],
+  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService, ReceiptsService],
 })
 export class ApiModule {}

@@ -27,6 +27,10 @@ export interface AcceptJob {
   selfAddressed: boolean;
   searchText: string;
   fileIds: readonly string[];
+  /** A receipt envelope: the envelope it answers and its status (EXTENSIONS.md §2). */
+  receipt?: { envelope_id: string; status: string };
+  /** Content guard codes the sender overrode in block mode (EXTENSIONS.md §4). */
+  guardOverride?: string[];
 }
 
 export type AcceptOutcome =
@@ -97,6 +101,9 @@ function envelopeRow(job: AcceptJob, createdAt: number, now: number, header: str
     recipients: job.recipients.map((r) => r.handle),
     self_addressed: job.selfAddressed,
     search_text: job.searchText,
+    receipt_for: job.receipt?.envelope_id ?? null,
+    receipt_status: job.receipt?.status ?? null,
+    guard_override: job.guardOverride ?? null,
   };
 }
 

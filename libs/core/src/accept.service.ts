@@ -1,11 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { FrameBus } from '#bus';
 import { InjectConfig, type Config } from '#config';
-import { AgentsRepository, EnvelopesRepository } from '#db';
+import { AgentsRepository, EnvelopesRepository, ReceiptsRepository } from '#db';
 import { Metrics } from '#metrics';
 import {
   AsmtpError,
+  badRequest,
   expandRecipients,
+  receiptOf,
   mayDeliver,
   notFound,
   sizeHintOf,
@@ -14,6 +16,7 @@ import {
   type Agent,
   type HeaderExtensions,
   type PostedEnvelope,
+  type ReceiptClaim,
 } from '#domain';
 import { AcceptBatcher, type AcceptJob } from './accept-batcher';
 import { parsePostedEnvelope, resolveFileParts, searchTextOf } from './envelope-input';
@@ -47,6 +50,7 @@ export class AcceptService {
   constructor(
     private readonly agents: AgentsRepository,
     private readonly envelopes: EnvelopesRepository,
+    private readonly receipts: ReceiptsRepository,
     private readonly batcher: AcceptBatcher,
     private readonly bus: FrameBus,
     private readonly metrics: Metrics,
@@ -66,43 +70,21 @@ export class AcceptService {
   }
 
   /**
-   * Everything `accept` checks before storing (fields, recipients, policy), storing nothing: a
-   * schedule's envelope is validated at creation "as if sent now" (EXTENSIONS.md §3).
+   * Everything `accept` checks before storing (fields, receipt, recipients, policy), storing
+   * nothing: a schedule's envelope is validated at creation "as if sent now" (EXTENSIONS.md §3).
    */
   async check(sender: Agent, input: Record<string, unknown>): Promise<PostedEnvelope> {
     const posted = parsePostedEnvelope(input);
-    await this.admittedRecipients(sender, expandRecipients(posted.to, posted.cc));
+    await this.prepare(sender, posted, {});
     return posted;
   }
 
   async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
-    const handles = expandRecipients(posted.to, posted.cc);
-    const recipients = await this.admittedRecipients(sender, handles);
-
-    const { parts, fileIds } = resolveFileParts(posted.content_parts, this.config.publicUrl);
-    const stored = storedEnvelopeOf(posted, sender.handle, parts);
-    const to = new Set(posted.to);
-    const job: AcceptJob = {
-      envelopeId: posted.id,
-      senderId: sender.id,
-      recipients: recipients.map((agent) => ({
-        agentId: agent.id,
-        handle: agent.handle,
-        kind: to.has(agent.handle) ? 'to' : 'cc',
-      })),
-      stored,
-      body: JSON.stringify(stored),
-      derived: { type_hint: typeHintOf(posted.content_parts), size_hint: sizeHintOf(posted.content_parts) },
-      extensions: options.extensions ?? {},
-      selfAddressed: handles.includes(sender.handle),
-      searchText: searchTextOf(posted),
-      fileIds,
-    };
-
+    const { job, handles } = await this.prepare(sender, posted, options);
     for (let attempt = 0; attempt < 3; attempt++) {
       const outcome = await this.batcher.submit(job);
       if (outcome.kind === 'stored') {
-        this.metrics.recipientsPerEnvelope.observe(recipients.length);
+        this.metrics.recipientsPerEnvelope.observe(job.recipients.length);
         this.publish(job, posted, outcome.createdAt, outcome.header, outcome.entries, sender.id);
         return {
           accepted: { id: posted.id, received_ms: outcome.receivedMs, created_at: outcome.createdAt, recipients: handles.map((handle) => ({ handle })) },
@@ -128,6 +110,54 @@ export class AcceptService {
       };
     }
     throw new AsmtpError(503, 'UNAVAILABLE', 'envelope id is contended, retry');
+  }
+
+  /** Validate everything about `posted` that needs the database, and build its accept job. */
+  private async prepare(
+    sender: Agent,
+    posted: PostedEnvelope,
+    options: AcceptOptions,
+  ): Promise<{ job: AcceptJob; handles: string[] }> {
+    const handles = expandRecipients(posted.to, posted.cc);
+    const receipt = receiptOf(posted.content_parts);
+    if (receipt) await this.checkReceipt(sender, receipt, handles);
+    const recipients = await this.admittedRecipients(sender, handles);
+
+    const { parts, fileIds } = resolveFileParts(posted.content_parts, this.config.publicUrl);
+    const stored = storedEnvelopeOf(posted, sender.handle, parts);
+    const to = new Set(posted.to);
+    const extensions: HeaderExtensions = { ...options.extensions };
+    if (receipt) extensions.receipt = { envelope_id: receipt.envelope_id, status: receipt.status };
+    const job: AcceptJob = {
+      envelopeId: posted.id,
+      senderId: sender.id,
+      recipients: recipients.map((agent) => ({
+        agentId: agent.id,
+        handle: agent.handle,
+        kind: to.has(agent.handle) ? 'to' : 'cc',
+      })),
+      stored,
+      body: JSON.stringify(stored),
+      derived: { type_hint: typeHintOf(posted.content_parts), size_hint: sizeHintOf(posted.content_parts) },
+      extensions,
+      selfAddressed: handles.includes(sender.handle),
+      searchText: searchTextOf(posted),
+      fileIds,
+      ...(receipt ? { receipt: { envelope_id: receipt.envelope_id, status: receipt.status } } : {}),
+    };
+    return { job, handles };
+  }
+
+  /**
+   * A `roost.receipt/v1` part is only valid from a recipient of the envelope it answers, addressed
+   * to that envelope's sender alone (EXTENSIONS.md §2): else 400 INVALID_RECEIPT.
+   */
+  private async checkReceipt(sender: Agent, receipt: ReceiptClaim, handles: string[]): Promise<void> {
+    const parties = await this.receipts.parties(receipt.envelope_id, sender.id);
+    if (!parties?.is_recipient) throw badRequest('INVALID_RECEIPT', 'the receipt answers an envelope you did not receive');
+    if (handles.length !== 1 || handles[0] !== parties.sender_handle) {
+      throw badRequest('INVALID_RECEIPT', "a receipt is addressed to the answered envelope's sender only");
+    }
   }
 
   /**

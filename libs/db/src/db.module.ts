@@ -7,6 +7,7 @@ import { FilesRepository } from './files.repository';
 import { MailboxRepository } from './mailbox.repository';
 import { migrate } from './migrate';
 import { OrgsRepository } from './orgs.repository';
+import { ReceiptsRepository } from './receipts.repository';
 import { RetentionRepository } from './retention.repository';
 import { SchedulesRepository } from './schedules.repository';
 import { SearchRepository } from './search.repository';
@@ -21,6 +22,7 @@ const REPOSITORIES = [
   SearchRepository,
   SchedulesRepository,
   RetentionRepository,
+  ReceiptsRepository,
 ];
 
 /** Postgres when DATABASE_URL is set, else PGlite under ROOST_DATA_DIR; migrated before use. */

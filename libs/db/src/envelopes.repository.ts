@@ -21,6 +21,11 @@ export interface EnvelopeRow {
   self_addressed: boolean;
   /** Plain text that full-text search indexes (subject, text and data parts). */
   search_text: string;
+  /** For a receipt envelope: the envelope it answers, and its status. */
+  receipt_for: string | null;
+  receipt_status: string | null;
+  /** Content guard finding codes the sender overrode in block mode. */
+  guard_override: string[] | null;
 }
 
 export interface EntryRow {
@@ -73,17 +78,19 @@ export class EnvelopesRepository {
   async insertEnvelopes(trx: Tx, rows: readonly EnvelopeRow[]): Promise<Set<string>> {
     const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : 1));
     const result = await sql<{ id: string }>`
-      insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search)
+      insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search, receipt_for, receipt_status, guard_override)
       select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
              array(select jsonb_array_elements_text(t.recipients::jsonb)),
-             t.self_addressed, to_tsvector('simple', t.search_text)
+             t.self_addressed, to_tsvector('simple', t.search_text),
+               t.receipt_for, t.receipt_status, case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
       from unnest(
         ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
         ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
         ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
         ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
-        ${sorted.map((r) => r.search_text)}::text[]
-      ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text, n)
+        ${sorted.map((r) => r.search_text)}::text[], ${sorted.map((r) => r.receipt_for)}::text[],
+          ${sorted.map((r) => r.receipt_status)}::text[], ${sorted.map((r) => (r.guard_override ? JSON.stringify(r.guard_override) : null))}::text[]
+      ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text, receipt_for, receipt_status, guard_override, n)
       order by t.n
       on conflict (id) do nothing
       returning id`.execute(trx);
@@ -127,17 +134,19 @@ export class EnvelopesRepository {
     const sorted = [...envelopes].sort((a, b) => (a.id < b.id ? -1 : 1));
     const result = await sql<{ id: string }>`
       with inserted as (
-        insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search)
+        insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search, receipt_for, receipt_status, guard_override)
         select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
                array(select jsonb_array_elements_text(t.recipients::jsonb)),
-               t.self_addressed, to_tsvector('simple', t.search_text)
+               t.self_addressed, to_tsvector('simple', t.search_text),
+               t.receipt_for, t.receipt_status, case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
         from unnest(
           ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
           ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
           ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
           ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
-          ${sorted.map((r) => r.search_text)}::text[]
-        ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text, n)
+          ${sorted.map((r) => r.search_text)}::text[], ${sorted.map((r) => r.receipt_for)}::text[],
+          ${sorted.map((r) => r.receipt_status)}::text[], ${sorted.map((r) => (r.guard_override ? JSON.stringify(r.guard_override) : null))}::text[]
+        ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text, receipt_for, receipt_status, guard_override, n)
         order by t.n
         on conflict (id) do nothing
         returning id

@@ -6,6 +6,7 @@ export * from './files.repository';
 export * from './mailbox.repository';
 export * from './migrate';
 export * from './orgs.repository';
+export * from './receipts.repository';
 export * from './retention.repository';
 export * from './schedules.repository';
 export * from './schema';

@@ -50,6 +50,9 @@ export interface EnvelopesTable {
   recipients: string[];
   self_addressed: boolean;
   search: ColumnType<string, unknown, never>;
+  receipt_for: string | null;
+  receipt_status: string | null;
+  guard_override: string[] | null;
 }
 
 export interface MailboxEntriesTable {

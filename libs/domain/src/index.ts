@@ -5,5 +5,6 @@ export * from './files';
 export * from './handles';
 export * from './ids';
 export * from './query';
+export * from './receipts';
 export * from './schedules';
 export * from './tokens';
