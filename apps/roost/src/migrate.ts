@@ -8,7 +8,13 @@ import { loadMigrations, migrationsApplied, openDatabase } from '#db';
  * (schema ready before new pods roll), not a requirement.
  */
 export async function runMigrations(env: Record<string, string | undefined> = process.env): Promise<string[]> {
-  const config = loadConfig(env);
+  // Migrating authenticates nobody and publishes nothing: it needs neither the admin token nor
+  // Redis, whatever role the shared environment names.
+  const config = loadConfig({
+    ...env,
+    ROOST_ROLE: 'all',
+    ROOST_ADMIN_TOKEN_HASH: env.ROOST_ADMIN_TOKEN_HASH || '0'.repeat(64),
+  });
   const database = await openDatabase(config); // migrates under the advisory lock
   try {
     if (!(await migrationsApplied(database))) throw new Error('migrations still pending after migrate');
