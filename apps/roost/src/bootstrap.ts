@@ -1,24 +1,39 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+import type { Logger } from 'pino';
 import type { Config } from '#config';
 import { AuthService } from '#core';
-import { AsmtpErrorFilter, createHttpAdapter } from '#http';
+import { AsmtpErrorFilter, createHttpAdapter, createLogger, observeRequests, PinoNestLogger } from '#http';
+import { Metrics } from '#metrics';
 import { RoostWsAdapter } from '../../gateway/src/ws-adapter';
 import { RoostModule } from './roost.module';
 
-/** Build (not yet listening) the Nest application for `config`. Tests and main share this. */
+export interface RoostApp {
+  app: NestFastifyApplication;
+  logger: Logger;
+  /** Refuse new WebSocket upgrades (the first step of a drain). */
+  drainSockets(): void;
+}
+
+/** Build (not yet listening) the application for `config`. Tests and main share this. */
 export async function createRoostApp(config: Config): Promise<NestFastifyApplication> {
+  return (await buildRoostApp(config)).app;
+}
+
+export async function buildRoostApp(config: Config, logger: Logger = createLogger(config)): Promise<RoostApp> {
   const { adapter, routes } = createHttpAdapter({ requestTimeoutMs: config.http.requestTimeoutMs });
   const app = await NestFactory.create<NestFastifyApplication>(RoostModule.forRoot(config), adapter, {
-    logger: config.logLevel === 'silent' ? false : ['error', 'warn'],
+    logger: config.logLevel === 'silent' ? false : new PinoNestLogger(logger),
     bodyParser: false,
     abortOnError: false,
   });
+  observeRequests(adapter.getInstance(), logger, app.get(Metrics));
   app.useGlobalFilters(new AsmtpErrorFilter(routes));
+  let ws: RoostWsAdapter | undefined;
   if (config.role === 'all' || config.role === 'gateway') {
-    app.useWebSocketAdapter(new RoostWsAdapter(app, app.get(AuthService), config.gateway.maxClientFrameBytes));
+    ws = new RoostWsAdapter(app, app.get(AuthService), config.gateway.maxClientFrameBytes);
+    app.useWebSocketAdapter(ws);
   }
-  app.enableShutdownHooks();
-  return app;
+  return { app, logger, drainSockets: () => ws?.drain() };
 }

@@ -1,18 +1,53 @@
-import { ConfigError, loadConfig } from '#config';
+import { ConfigError, loadConfig, type Config } from '#config';
 import { ensureAdminToken } from './admin-token';
-import { createRoostApp } from './bootstrap';
+import { buildRoostApp, type RoostApp } from './bootstrap';
+
+/**
+ * Graceful shutdown on SIGTERM/SIGINT (every role): refuse new sockets and requests, close open
+ * sockets with 1012, let in-flight requests finish (bounded by ROOST_SHUTDOWN_TIMEOUT_MS), close
+ * pools and queues, exit 0. A second signal or the timeout exits 1 at once.
+ */
+function drainOnSignals(roost: RoostApp, config: Config): void {
+  let draining = false;
+  const drain = (signal: NodeJS.Signals) => {
+    if (draining) process.exit(1);
+    draining = true;
+    roost.logger.info({ signal }, 'draining');
+    roost.drainSockets();
+    const deadline = setTimeout(() => {
+      roost.logger.error({ timeout_ms: config.http.shutdownTimeoutMs }, 'drain timed out');
+      process.exit(1);
+    }, config.http.shutdownTimeoutMs);
+    deadline.unref();
+    roost.app
+      .close()
+      .then(() => {
+        roost.logger.info('stopped');
+        roost.logger.flush?.();
+        process.exit(0);
+      })
+      .catch((error: unknown) => {
+        roost.logger.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', drain);
+  process.on('SIGINT', drain);
+}
 
 async function main(): Promise<void> {
   let config = loadConfig();
   config = ensureAdminToken(config, (token, file) => {
-    process.stdout.write(
-      `\nRoost operator admin token (shown once, stored in ${file}):\n\n  ${token}\n\n`,
-    );
+    process.stdout.write(`\nRoost operator admin token (shown once, stored in ${file}):\n\n  ${token}\n\n`);
   });
-  const app = await createRoostApp(config);
-  await app.listen({ port: config.port, host: config.host });
+  const roost = await buildRoostApp(config);
+  drainOnSignals(roost, config);
+  await roost.app.listen({ port: config.port, host: config.host });
   const where = config.databaseUrl === null ? `embedded PGlite in ${config.dataDir}` : 'Postgres';
-  process.stdout.write(`Roost ${config.version} (${config.role}) listening on http://${config.host}:${config.port} — ${where}\n`);
+  roost.logger.info({ port: config.port, host: config.host, database: where, version: config.version }, 'listening');
+  if (process.stdout.isTTY || config.databaseUrl === null) {
+    process.stderr.write(`Roost ${config.version} (${config.role}) listening on http://${config.host}:${config.port} — ${where}\n`);
+  }
 }
 
 main().catch((error: unknown) => {

@@ -6,6 +6,7 @@ import {
 } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import type { Agent } from '#domain';
+import { requestContext } from '#http';
 import { AuthService, type AdminScope } from './auth.service';
 
 type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope };
@@ -18,6 +19,8 @@ export class AgentGuard implements CanActivate {
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthedRequest>();
     request.agent = await this.auth.agentFromHeader(request.headers.authorization);
+    const logContext = requestContext();
+    if (logContext) logContext.agent = request.agent.handle;
     return true;
   }
 }

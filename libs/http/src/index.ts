@@ -1,6 +1,7 @@
 export * from './body';
 export * from './errors.filter';
 export * from './http-adapter';
+export * from './logging';
 export * from './params';
 export * from './routes';
 export * from './ops.controller';

@@ -1,7 +1,7 @@
 import { Controller, Get, Header, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { AcceptService, AgentGuard, CurrentAgent, type Accepted } from '#core';
 import { parseIdsQuery, type Agent, type QueryPairs } from '#domain';
-import { JSON_CONTENT_TYPE, JsonBody, Query } from '#http';
+import { JSON_CONTENT_TYPE, JsonBody, Query, requestContext } from '#http';
 import { MessagesService } from './messages.service';
 
 @Controller('/messages')
@@ -16,6 +16,8 @@ export class MessagesController {
   @Post()
   @HttpCode(202)
   async send(@CurrentAgent() agent: Agent, @JsonBody() body: Record<string, unknown>): Promise<Accepted> {
+    const logContext = requestContext();
+    if (logContext && typeof body.id === 'string') logContext.envelope_id = body.id.slice(0, 26);
     return (await this.accept.accept(agent, body)).accepted;
   }
 

@@ -1,0 +1,85 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { LoggerService } from '@nestjs/common';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import pino, { type Logger } from 'pino';
+import type { Config } from '#config';
+import type { Metrics } from '#metrics';
+
+/** What every log line written while serving a request carries. Never a token or body content. */
+export interface RequestContext {
+  req_id: string;
+  agent?: string;
+  envelope_id?: string;
+}
+
+const requests = new AsyncLocalStorage<RequestContext>();
+
+/** The context of the request being served (to add the agent handle or envelope id to it). */
+export const requestContext = (): RequestContext | undefined => requests.getStore();
+
+/** One JSON logger per process: role and network on every line, request context when there is one. */
+export function createLogger(config: Config, destination?: pino.DestinationStream): Logger {
+  return pino(
+    {
+      level: config.logLevel,
+      base: { role: config.role, network: config.network, pid: process.pid },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      messageKey: 'msg',
+      formatters: { level: (label) => ({ level: label }) },
+      mixin: () => ({ ...requests.getStore() }),
+      // Defence in depth: nothing should log these, and if something does they are masked.
+      redact: { paths: ['authorization', 'token', 'admin_token', '*.authorization', '*.token', 'headers.authorization'], censor: '[redacted]' },
+    },
+    destination,
+  );
+}
+
+/** Nest's own log calls through the same JSON logger. */
+export class PinoNestLogger implements LoggerService {
+  constructor(private readonly logger: Logger) {}
+
+  log(message: unknown, context?: string) {
+    this.logger.debug({ context }, String(message));
+  }
+
+  error(message: unknown, stack?: string, context?: string) {
+    this.logger.error({ context, stack }, String(message));
+  }
+
+  warn(message: unknown, context?: string) {
+    this.logger.warn({ context }, String(message));
+  }
+
+  debug(message: unknown, context?: string) {
+    this.logger.debug({ context }, String(message));
+  }
+
+  verbose(message: unknown, context?: string) {
+    this.logger.trace({ context }, String(message));
+  }
+}
+
+let requestSequence = 0;
+
+/**
+ * Request ids, the request context, one access-log line and the HTTP metrics per request, in one
+ * place for every route (labels: route template, method, status — never a handle or id).
+ */
+export function observeRequests(fastify: FastifyInstance, logger: Logger, metrics: Metrics): void {
+  fastify.addHook('onRequest', (request, _reply, done) => {
+    const incoming = request.headers['x-request-id'];
+    const reqId = typeof incoming === 'string' && /^[\w.-]{1,64}$/.test(incoming) ? incoming : `r${(++requestSequence).toString(36)}`;
+    requests.enterWith({ req_id: reqId });
+    done();
+  });
+  fastify.addHook('onResponse', (request: FastifyRequest, reply, done) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const seconds = reply.elapsedTime / 1000;
+    metrics.httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });
+    metrics.httpDuration.observe({ route, method: request.method }, seconds);
+    if (logger.isLevelEnabled('info')) {
+      logger.info({ method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 }, 'request');
+    }
+    done();
+  });
+}
