@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, type KyselyConfig, type LogEvent } from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { DB } from './schema';
@@ -37,6 +37,13 @@ export interface PostgresOptions {
   statementTimeoutMs: number;
   applicationName?: string;
   onPoolError?: (error: Error) => void;
+  /** Called with the duration of every query (metrics). */
+  onQuery?: (ms: number) => void;
+}
+
+function queryLog(onQuery?: (ms: number) => void): KyselyConfig['log'] {
+  if (!onQuery) return undefined;
+  return (event: LogEvent) => onQuery(event.queryDurationMillis);
 }
 
 export function openPostgres(options: PostgresOptions): Database {
@@ -55,7 +62,7 @@ export function openPostgres(options: PostgresOptions): Database {
   });
   // An idle client that loses its server emits here; without a listener the process would die.
   pool.on('error', (error) => options.onPoolError?.(error));
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: queryLog(options.onQuery) });
   return {
     db,
     kind: 'postgres',
@@ -80,7 +87,7 @@ export function openPostgres(options: PostgresOptions): Database {
 }
 
 /** The embedded default: PGlite persisted under `dataDir/pgdata` (or in memory for `memory://`). */
-export async function openPglite(dataDir: string | 'memory://'): Promise<Database> {
+export async function openPglite(dataDir: string | 'memory://', onQuery?: (ms: number) => void): Promise<Database> {
   let location: string | undefined;
   if (dataDir !== 'memory://') {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -89,7 +96,7 @@ export async function openPglite(dataDir: string | 'memory://'): Promise<Databas
   const pglite = new PGlite(location, { parsers: { [INT8_OID]: parseInt8 } });
   await pglite.waitReady;
   const lock = new SessionLock();
-  const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite, lock) });
+  const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite, lock), log: queryLog(onQuery) });
   return {
     db,
     kind: 'pglite',

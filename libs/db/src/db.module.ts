@@ -1,5 +1,6 @@
 import { Global, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { CONFIG, type Config } from '#config';
+import { Metrics } from '#metrics';
 import { AgentsRepository } from './agents.repository';
 import { openPglite, openPostgres, type Database } from './database';
 import { EnvelopesRepository } from './envelopes.repository';
@@ -26,15 +27,17 @@ const REPOSITORIES = [
 ];
 
 /** Postgres when DATABASE_URL is set, else PGlite under ROOST_DATA_DIR; migrated before use. */
-export async function openDatabase(config: Config): Promise<Database> {
+export async function openDatabase(config: Config, metrics?: Metrics): Promise<Database> {
+  const onQuery = metrics ? (ms: number) => metrics.dbQueryDuration.observe(ms / 1000) : undefined;
   const database =
     config.databaseUrl === null
-      ? await openPglite(config.dataDir)
+      ? await openPglite(config.dataDir, onQuery)
       : openPostgres({
           url: config.databaseUrl,
           poolSize: config.db.poolSize,
           statementTimeoutMs: config.db.statementTimeoutMs,
           applicationName: `roost-${config.role}`,
+          onQuery,
         });
   await migrate(database);
   return database;
@@ -42,7 +45,7 @@ export async function openDatabase(config: Config): Promise<Database> {
 
 @Global()
 @Module({
-  providers: [{ provide: DATABASE, inject: [CONFIG], useFactory: openDatabase }, ...REPOSITORIES],
+  providers: [{ provide: DATABASE, inject: [CONFIG, Metrics], useFactory: openDatabase }, ...REPOSITORIES],
   exports: [DATABASE, ...REPOSITORIES],
 })
 export class DbModule implements OnApplicationShutdown {
