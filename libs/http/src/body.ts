@@ -7,6 +7,11 @@ export const MAX_JSON_BYTES = 1024 * 1024;
 export const MAX_RAW_BYTES = 11 * 1024 * 1024;
 /** Past this a client is not draining a refused body in good faith: drop the connection. */
 const HARD_CAP_BYTES = 64 * 1024 * 1024;
+/**
+ * Deepest JSON nesting a body may have. JSON.parse copes with any depth, but JSON.stringify (which
+ * stores an envelope) recurses and overflows the stack a few thousand levels down: refuse at parse.
+ */
+export const MAX_JSON_DEPTH = 1000;
 
 /** What the content-type parser leaves on `request.body`: bytes, not yet interpreted. */
 export class RawBody {
@@ -50,7 +55,7 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * The request body as a JSON object: empty → `{}`; over 1 MiB → 413; invalid UTF-8, unparsable,
- * or not an object → 400 INVALID_JSON.
+ * nested deeper than MAX_JSON_DEPTH, or not an object → 400 INVALID_JSON.
  */
 export function jsonBody(request: FastifyRequest): Record<string, unknown> {
   const body = request.body;
@@ -60,16 +65,38 @@ export function jsonBody(request: FastifyRequest): Record<string, unknown> {
     throw new AsmtpError(413, 'PAYLOAD_TOO_LARGE', `JSON body is larger than ${MAX_JSON_BYTES} bytes`);
   }
   if (body.bytes.length === 0) return {};
+  let text: string;
   let parsed: unknown;
   try {
-    parsed = JSON.parse(utf8.decode(body.bytes));
+    text = utf8.decode(body.bytes);
+    parsed = JSON.parse(text);
   } catch {
     throw badRequest('INVALID_JSON', 'body is not valid JSON');
+  }
+  if (exceedsDepth(text, MAX_JSON_DEPTH)) {
+    throw badRequest('INVALID_JSON', `body is nested deeper than ${MAX_JSON_DEPTH} levels`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw badRequest('INVALID_JSON', 'body must be a JSON object');
   }
   return parsed as Record<string, unknown>;
+}
+
+/** True when valid JSON `text` opens more than `limit` arrays/objects inside one another. */
+function exceedsDepth(text: string, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // the escaped character cannot end the string
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return false;
 }
 
 /** The raw bytes of the body (uploads). */

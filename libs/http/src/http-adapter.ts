@@ -1,4 +1,6 @@
 import { FastifyAdapter } from '@nestjs/platform-fastify';
+import type { FastifyError, FastifyReply } from 'fastify';
+import { AsmtpError } from '#domain';
 import { registerRawBodyParser } from './body';
 import { RouteTable } from './routes';
 
@@ -21,6 +23,20 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     logger: false,
+    // Failures Fastify meets before routing (a malformed percent-escape in the path, an
+    // over-long path parameter) still answer with the ASMTP error body.
+    frameworkErrors: (error: FastifyError, _request: unknown, reply: FastifyReply) => {
+      const refusal =
+        error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+          ? new AsmtpError(414, 'BAD_REQUEST', 'a path segment is too long')
+          : error.code === 'FST_ERR_BAD_URL'
+            ? new AsmtpError(400, 'BAD_REQUEST', 'the path is not valid percent-encoded UTF-8')
+            : new AsmtpError(500, 'INTERNAL_ERROR', 'internal error');
+      void reply
+        .code(refusal.status)
+        .header('content-type', 'application/json; charset=utf-8')
+        .send(JSON.stringify(refusal.body()));
+    },
   });
   const fastify = adapter.getInstance();
   const routes = new RouteTable();

@@ -8,6 +8,7 @@ import {
   badRequest,
   hashToken,
   isHandle,
+  isOrgName,
   mintToken,
   notFound,
   ownerOf,
@@ -120,7 +121,7 @@ export class AdminService {
   }
 
   async findOrg(name: string): Promise<Org> {
-    const org = await this.orgs.find(name);
+    const org = isOrgName(name) ? await this.orgs.find(name) : undefined;
     if (!org) throw notFound(`organization ${name} not found`);
     return org;
   }

@@ -74,7 +74,8 @@ export class AgentsService {
   /** A visible agent (§1.8) or the same 404 whether it is missing or private. */
   async discover(caller: Agent, owner: string, name: string): Promise<Agent> {
     const handle = `@${owner}.${name}`;
-    const target = await this.agents.findByHandle(handle);
+    // Segments are not grammar-checked (§3.8), but no agent has a non-handle name: skip the query.
+    const target = isHandle(handle) ? await this.agents.findByHandle(handle) : undefined;
     if (!target || !isVisibleTo(target, caller.handle)) throw notFound(`agent ${handle} not found`);
     return target;
   }

@@ -4,6 +4,7 @@ import {
   badRequest,
   checkUpload,
   FILE_TTL_MS,
+  isFileId,
   multipartBoundary,
   newFileId,
   notFound,
@@ -47,7 +48,7 @@ export class FilesService {
   }
 
   async download(agent: Agent, fileId: string): Promise<FileContent> {
-    const file = await this.files.findForParty(fileId, agent.id);
+    const file = isFileId(fileId) ? await this.files.findForParty(fileId, agent.id) : undefined;
     if (!file) throw notFound();
     return file;
   }

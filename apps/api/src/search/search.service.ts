@@ -21,7 +21,8 @@ export class SearchService {
   /** `limit` candidates by handle, then the visibility filter: a page may be short yet have a cursor. */
   async agentsPage(caller: Agent, query: SearchQuery) {
     const after = query.cursor === undefined ? undefined : Buffer.from(query.cursor, 'base64url').toString('utf8');
-    const candidates = await this.agents.searchCandidates(query.q, query.limit, after);
+    // Handles hold no NUL (nor can Postgres text), so `handle > 'a\0…'` is exactly `handle > 'a'`.
+    const candidates = await this.candidates(query.q, query.limit, after?.split('\u0000')[0]);
     const last = candidates.at(-1);
     return {
       agents: candidates.filter((agent) => isVisibleTo(agent, caller.handle)).map(agentHit),
@@ -30,9 +31,14 @@ export class SearchService {
   }
 
   async everything(caller: Agent, query: SearchQuery) {
-    const candidates = await this.agents.searchCandidates(query.q, Math.min(4 * query.limit, 100));
+    const candidates = await this.candidates(query.q, Math.min(4 * query.limit, 100));
     const agents = candidates.filter((agent) => isVisibleTo(agent, caller.handle)).slice(0, query.limit);
     return { agents: agents.map(agentHit), people: [], organizations: [] };
+  }
+
+  /** No handle or display name holds a NUL (Postgres text cannot), so a needle with one matches nothing. */
+  private candidates(q: string, limit: number, afterHandle?: string): Promise<Agent[]> {
+    return q.includes('\u0000') ? Promise.resolve([]) : this.agents.searchCandidates(q, limit, afterHandle);
   }
 
   /** Envelopes the caller sent or received (EXTENSIONS.md), newest first; reads nothing as read. */
