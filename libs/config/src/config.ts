@@ -59,6 +59,11 @@ export interface Config {
     /** Rows deleted per statement (bounded batches keep locks short). */
     batchSize: number;
   };
+  rateLimit: {
+    /** Sustained requests per second per agent; 0 disables the limit. */
+    perSecond: number;
+    burst: number;
+  };
   /** Test-only accelerated clock for schedules: `now = epoch + (real - epoch) * speed`. */
   clock: { speed: number; epochMs: number };
   gateway: {
@@ -200,6 +205,10 @@ export function loadConfig(env: Env = process.env): Config {
     retention: {
       intervalMs: integer(env, 'ROOST_RETENTION_INTERVAL_MS', 60_000, 100, 24 * 3_600_000),
       batchSize: integer(env, 'ROOST_RETENTION_BATCH', 5_000, 1, 1_000_000),
+    },
+    rateLimit: {
+      perSecond: integer(env, 'ROOST_RATE_LIMIT_PER_S', 100, 0, 1_000_000),
+      burst: integer(env, 'ROOST_RATE_LIMIT_BURST', 300, 1, 10_000_000),
     },
     clock: {
       speed: integer(env, 'ROOST_CLOCK_SPEED', 1, 1, 100_000),

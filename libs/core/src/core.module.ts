@@ -3,12 +3,13 @@ import { AcceptBatcher } from './accept-batcher';
 import { AcceptService } from './accept.service';
 import { AuthService } from './auth.service';
 import { Clock } from './clock';
+import { RateLimiter } from './rate-limiter';
 import { AdminGuard, AgentGuard } from './guards';
 
 /** Services more than one role needs: authentication and the accept path. */
 @Global()
 @Module({
-  providers: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock],
-  exports: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock],
+  providers: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter],
+  exports: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter],
 })
 export class CoreModule {}

@@ -8,19 +8,25 @@ import type { FastifyRequest } from 'fastify';
 import type { Agent } from '#domain';
 import { requestContext } from '#http';
 import { AuthService, type AdminScope } from './auth.service';
+import { RateLimiter } from './rate-limiter';
 
 type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope };
 
 /** Agent routes: `Authorization: Bearer <agent token>` or 401. */
 @Injectable()
 export class AgentGuard implements CanActivate {
-  constructor(private readonly auth: AuthService) {}
+  constructor(
+    private readonly auth: AuthService,
+    private readonly rateLimiter: RateLimiter,
+  ) {}
 
+  /** Authenticate, then take a token from the agent's rate limit (429 RATE_LIMITED). */
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthedRequest>();
     request.agent = await this.auth.agentFromHeader(request.headers.authorization);
     const logContext = requestContext();
     if (logContext) logContext.agent = request.agent.handle;
+    await this.rateLimiter.take(request.agent.id);
     return true;
   }
 }

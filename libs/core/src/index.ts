@@ -5,3 +5,4 @@ export * from './clock';
 export * from './core.module';
 export * from './envelope-input';
 export * from './guards';
+export * from './rate-limiter';

@@ -49,6 +49,8 @@ export class AsmtpError extends Error {
     message: string,
     /** Extra members of the `error` object (e.g. `warnings` on CONTENT_BLOCKED). */
     readonly extra?: Record<string, unknown>,
+    /** Response headers that go with the error (e.g. `retry-after` on RATE_LIMITED). */
+    readonly headers?: Record<string, string>,
   ) {
     super(message);
     this.name = 'AsmtpError';

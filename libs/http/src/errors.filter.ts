@@ -16,6 +16,7 @@ export class AsmtpErrorFilter implements ExceptionFilter {
     const reply = context.getResponse<FastifyReply>();
     const error = this.toAsmtpError(exception, request);
     if (reply.sent) return;
+    for (const [name, value] of Object.entries(error.headers ?? {})) reply.header(name, value);
     reply.code(error.status).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(error.body()));
   }
 

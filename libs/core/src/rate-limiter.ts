@@ -1,0 +1,101 @@
+import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import Redis from 'ioredis';
+import { InjectConfig, type Config } from '#config';
+import { AsmtpError } from '#domain';
+import { Metrics } from '#metrics';
+
+/**
+ * A token bucket per agent (EXTENSIONS.md §7): `burst` tokens, refilled at `perSecond`. In Redis
+ * it is one atomic script on the server's clock, so every api node shares each agent's bucket.
+ */
+const TOKEN_BUCKET = `
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(state[1])
+local at = tonumber(state[2])
+if tokens == nil then tokens = burst; at = now end
+tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
+local wait = 0
+if tokens >= 1 then tokens = tokens - 1 else wait = math.ceil((1 - tokens) * 1000 / rate) end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
+return wait
+`;
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+@Injectable()
+export class RateLimiter implements OnApplicationShutdown {
+  private readonly logger = new Logger('rate-limit');
+  private readonly redis: Redis | undefined;
+  private readonly buckets = new Map<number, Bucket>();
+  private readonly perSecond: number;
+  private readonly burst: number;
+  private readonly prefix: string;
+
+  constructor(
+    @InjectConfig() config: Config,
+    private readonly metrics: Metrics,
+  ) {
+    this.perSecond = config.rateLimit.perSecond;
+    this.burst = config.rateLimit.burst;
+    this.prefix = `${config.redisPrefix}ratelimit:`;
+    if (config.redisUrl !== null && this.perSecond > 0) {
+      this.redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 500 });
+      this.redis.on('error', () => undefined);
+      this.redis.defineCommand('roostTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
+    }
+  }
+
+  /** Take one token for the agent or throw 429 RATE_LIMITED with the seconds to wait. */
+  async take(agentId: number): Promise<void> {
+    if (this.perSecond === 0) return;
+    const waitMs = this.redis ? await this.takeShared(agentId) : this.takeLocal(agentId, Date.now());
+    if (waitMs > 0) {
+      throw new AsmtpError(429, 'RATE_LIMITED', 'too many requests', undefined, {
+        'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))),
+      });
+    }
+  }
+
+  /** A limiter outage must not take the API down: when Redis fails, the request passes (counted). */
+  private async takeShared(agentId: number): Promise<number> {
+    try {
+      const redis = this.redis as Redis & { roostTokenBucket(key: string, rate: number, burst: number): Promise<number> };
+      return Number(await redis.roostTokenBucket(`${this.prefix}${agentId}`, this.perSecond, this.burst));
+    } catch (error) {
+      this.metrics.redisErrors.inc({ component: 'rate_limit' });
+      this.logger.warn(`rate limiter unavailable, request allowed: ${(error as Error).message}`);
+      return 0;
+    }
+  }
+
+  private takeLocal(agentId: number, now: number): number {
+    const bucket = this.buckets.get(agentId) ?? { tokens: this.burst, at: now };
+    bucket.tokens = Math.min(this.burst, bucket.tokens + ((now - bucket.at) * this.perSecond) / 1000);
+    bucket.at = now;
+    let wait = 0;
+    if (bucket.tokens >= 1) bucket.tokens -= 1;
+    else wait = Math.ceil(((1 - bucket.tokens) * 1000) / this.perSecond);
+    this.buckets.set(agentId, bucket);
+    if (this.buckets.size > 100_000) this.forgetFull(now);
+    return wait;
+  }
+
+  /** Buckets that refilled completely carry no state worth keeping. */
+  private forgetFull(now: number): void {
+    for (const [id, bucket] of this.buckets) {
+      if (bucket.tokens + ((now - bucket.at) * this.perSecond) / 1000 >= this.burst) this.buckets.delete(id);
+    }
+  }
+
+  onApplicationShutdown(): void {
+    this.redis?.disconnect();
+  }
+}
