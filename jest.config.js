@@ -42,5 +42,11 @@ module.exports = {
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
       testTimeout: 180_000,
     },
+    {
+      ...base,
+      displayName: 'deploy',
+      testMatch: ['<rootDir>/test/deploy/**/*.test.ts'],
+      testTimeout: 120_000,
+    },
   ],
 };
