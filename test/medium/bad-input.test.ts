@@ -9,6 +9,9 @@ import { envelope, startOperator, type TestOperator } from '../support/operator'
  * unicode and SQL-metacharacter cases that are valid must succeed and round-trip byte-exact.
  */
 
+// A project-level testTimeout in jest.config.js is not applied (it is a global option in Jest 30).
+jest.setTimeout(60_000);
+
 const ALICE = '@bad.alice';
 const BOB = '@bad.bob';
 const CAROL = '@bad.carol';

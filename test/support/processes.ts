@@ -1,0 +1,190 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+
+/**
+ * Child processes for the e2e tier: spawn a built entry point with an explicit environment, wait
+ * until it answers its health route, stop it with SIGTERM then SIGKILL. Every child still running
+ * when the test process exits is SIGKILLed, so a failing test cannot leak operators.
+ */
+
+/** The operator entry point `npm run build` produces. */
+export const ROOST_MAIN = resolve(__dirname, '../../dist/apps/roost/src/main.js');
+
+const live = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+export const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => done(port));
+    });
+  });
+}
+
+export interface ProcessOptions {
+  /** Shown in errors. */
+  name?: string;
+  /** The script node runs; defaults to the operator (`dist/apps/roost/src/main.js`). */
+  script?: string;
+  args?: string[];
+  /**
+   * The child's whole configuration. Nothing else is inherited but PATH and HOME, so the test
+   * runner's DATABASE_URL, REDIS_URL or NODE_OPTIONS never leak into a child by accident.
+   */
+  env: Record<string, string>;
+  /** Listening port; a free one when omitted. Passed to the child as PORT. */
+  port?: number;
+  /** Polled until it answers 200 (default `/healthz`). */
+  healthPath?: string;
+  startTimeoutMs?: number;
+  /** Lines of stdout/stderr kept for failure messages (default 100). */
+  keepLines?: number;
+}
+
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** One spawned process listening on loopback. */
+export class TestProcess {
+  readonly name: string;
+  readonly port: number;
+  readonly url: string;
+  /** The last lines the child wrote to stdout and stderr. */
+  readonly output: string[] = [];
+  private child: ChildProcess | undefined;
+  private exit: Promise<Exit> = Promise.resolve({ code: null, signal: null });
+
+  private constructor(
+    private readonly options: ProcessOptions,
+    port: number,
+  ) {
+    this.port = port;
+    this.url = `http://127.0.0.1:${port}`;
+    this.name = options.name ?? `process:${port}`;
+  }
+
+  /** Spawn and wait until healthy; on failure the child is killed and the error carries its output. */
+  static async start(options: ProcessOptions): Promise<TestProcess> {
+    const started = new TestProcess(options, options.port ?? (await freePort()));
+    await started.start();
+    return started;
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** (Re)start on the same port and wait for health. */
+  async start(): Promise<void> {
+    if (this.running) throw new Error(`${this.name} is already running`);
+    const { script = ROOST_MAIN, args = [], env } = this.options;
+    const child = spawn(process.execPath, [script, ...args], {
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env, PORT: String(this.port) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    live.add(child);
+    this.exit = new Promise((done) =>
+      child.once('exit', (code, signal) => {
+        live.delete(child);
+        done({ code, signal });
+      }),
+    );
+    // Reading both pipes also keeps a chatty child from blocking on a full pipe.
+    const keep = this.options.keepLines ?? 100;
+    const collect = (chunk: Buffer) => {
+      this.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
+      if (this.output.length > keep) this.output.splice(0, this.output.length - keep);
+    };
+    child.stdout!.on('data', collect);
+    child.stderr!.on('data', collect);
+    child.once('error', (error) => this.output.push(`spawn error: ${error.message}`));
+    try {
+      await this.waitHealthy(this.options.startTimeoutMs ?? 30_000);
+    } catch (error) {
+      await this.kill();
+      throw error;
+    }
+  }
+
+  /** Poll the health route until 200; fails at once if the child exits. */
+  async waitHealthy(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const health = `${this.url}${this.options.healthPath ?? '/healthz'}`;
+    for (;;) {
+      if (!this.running) throw new Error(`${this.name} exited during start-up:\n${this.output.join('\n')}`);
+      try {
+        const response = await fetch(health, { signal: AbortSignal.timeout(2_000) });
+        await response.arrayBuffer();
+        if (response.status === 200) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`${this.name} not healthy after ${timeoutMs} ms:\n${this.output.join('\n')}`);
+      await sleep(100);
+    }
+  }
+
+  /** SIGTERM (graceful drain), then SIGKILL once `graceMs` has passed. Resolves when it has exited. */
+  async stop(graceMs = 5_000): Promise<Exit> {
+    const child = this.child;
+    if (!child || !this.running) return this.exit;
+    child.kill('SIGCONT'); // a stopped (SIGSTOP) process would never handle SIGTERM
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    try {
+      return await this.exit;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Send `signal` (default SIGKILL: no drain) and wait for the exit. */
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<Exit> {
+    if (this.running) this.child!.kill(signal);
+    return this.exit;
+  }
+}
+
+/** Start several processes at once; if any fails to start, the others are stopped too. */
+export async function startAll(options: ProcessOptions[]): Promise<TestProcess[]> {
+  const results = await Promise.allSettled(options.map((o) => TestProcess.start(o)));
+  const started = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) {
+    await stopAll(started);
+    throw failed.reason;
+  }
+  return started;
+}
+
+/** Stop every process (SIGTERM, then SIGKILL after `graceMs`), in parallel. */
+export async function stopAll(processes: Iterable<TestProcess | undefined>, graceMs = 5_000): Promise<void> {
+  await Promise.all([...processes].map((p) => p?.stop(graceMs)));
+}
+
+/** True while a process with this pid exists (signal 0 only checks). */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
