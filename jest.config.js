@@ -25,14 +25,14 @@ module.exports = {
       testMatch: ['<rootDir>/test/medium/**/*.test.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-      testTimeout: 60_000,
+      setupFilesAfterEnv: ['<rootDir>/test/support/timeouts.ts'],
     },
     {
       ...base,
       displayName: 'medium-pglite',
       testMatch: ['<rootDir>/test/medium/protocol/**/*.test.ts'],
       setupFiles: ['<rootDir>/test/support/use-pglite.ts'],
-      testTimeout: 60_000,
+      setupFilesAfterEnv: ['<rootDir>/test/support/timeouts.ts'],
     },
     {
       ...base,
@@ -40,7 +40,7 @@ module.exports = {
       testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
-      testTimeout: 180_000,
+      setupFilesAfterEnv: ['<rootDir>/test/support/timeouts-e2e.ts'],
     },
     {
       ...base,
