@@ -46,7 +46,7 @@ module.exports = {
       ...base,
       displayName: 'deploy',
       testMatch: ['<rootDir>/test/deploy/**/*.test.ts'],
-      testTimeout: 120_000,
+      setupFilesAfterEnv: ['<rootDir>/test/support/timeouts.ts'],
     },
   ],
 };
