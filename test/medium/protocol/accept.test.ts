@@ -83,6 +83,23 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     expect(fetched.body).toMatchObject({ id: body.id, from: '@t16.alice', to: ['@t16.bob'], subject: 'hi' });
   });
 
+  it('#16 POST /messages accepts any Content-Type and an Idempotency-Key header, and ignores unknown top-level fields', async () => {
+    const alice = await op.agent('@t16b.alice');
+    const bob = await op.agent('@t16b.bob');
+    const body = envelope('@t16b.bob', { priority: 'high', x_trace: { a: 1 } });
+    const reply = await op.client.request('POST', '/messages', {
+      token: alice,
+      body: JSON.stringify(body),
+      headers: { 'content-type': 'text/plain', 'idempotency-key': '2f1e0c6a-58a4-4a4e-9d0f-0d1b2f3c4d5e' },
+    });
+    expect(reply.status).toBe(202);
+    const fetched = await op.client.get(`/messages/${body.id as string}`, bob);
+    expect(Object.keys(fetched.body).sort()).toEqual(['content_parts', 'date_ms', 'from', 'id', 'to']);
+    const noType = envelope('@t16b.bob');
+    expect((await op.client.request('POST', '/messages', { token: alice, body: JSON.stringify(noType) })).status).toBe(202);
+    expect(await inbox(bob)).toEqual([body.id, noType.id]);
+  });
+
   it('#17 POST /messages containing a from key returns 400 INVALID_REQUEST', async () => {
     await expectAllRejected('t17', 'INVALID_REQUEST', (to) => [
       ['own handle', envelope(to, { from: '@t17.alice' })],
@@ -484,6 +501,18 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     }
   });
 
+  it('#36 concurrent byte-identical POSTs of one envelope all return the same 202 and store one entry', async () => {
+    const alice = await op.agent('@t36c.alice');
+    const bob = await op.agent('@t36c.bob');
+    const raw = JSON.stringify(envelope('@t36c.bob'));
+    const replies = await Promise.all(
+      Array.from({ length: 8 }, () => op.client.request('POST', '/messages', { token: alice, body: raw })),
+    );
+    expect(replies.map((r) => r.status)).toEqual(Array(8).fill(202));
+    for (const reply of replies) expect(reply.body).toEqual(replies[0].body);
+    expect(await inbox(bob)).toEqual([(JSON.parse(raw) as { id: string }).id]);
+  });
+
   it('#36 a replay does not reset read state', async () => {
     const alice = await op.agent('@t36b.alice');
     const bob = await op.agent('@t36b.bob');
@@ -535,6 +564,20 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     const fetched = await op.client.get(`/messages/${body.id as string}`, bob);
     expect(fetched.body.from).toBe('@t38.alice');
     expect(fetched.body.subject).toBe('from alice');
+  });
+
+  it('#38 concurrent POSTs of one id by different senders: exactly one 202, the others 409 ID_COLLISION', async () => {
+    const bob = await op.agent('@t38c.bob');
+    const senders = await Promise.all(['a', 'b', 'c', 'd', 'e', 'f'].map((n) => op.agent(`@t38c.${n}`)));
+    const body = envelope('@t38c.bob');
+    const replies = await Promise.all(senders.map((token) => send(token, body)));
+    const statuses = replies.map((r) => r.status).sort();
+    expect(statuses).toEqual([202, 409, 409, 409, 409, 409]);
+    for (const reply of replies.filter((r) => r.status === 409)) expect(reply.body.error.code).toBe('ID_COLLISION');
+    expect(await inbox(bob)).toEqual([body.id]);
+    const winner = replies.findIndex((r) => r.status === 202);
+    const fetched = await op.client.get(`/messages/${body.id as string}`, bob);
+    expect(fetched.body.from).toBe(`@t38c.${['a', 'b', 'c', 'd', 'e', 'f'][winner]}`);
   });
 
   it('#38 recipient checks run before the duplicate-id check: a refused send is 404, not 409', async () => {
