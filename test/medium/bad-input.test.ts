@@ -336,6 +336,26 @@ describe('POST /messages: wrong types at every field', () => {
   for (const value of ['x', '', 'mon_', `mon_${'a'.repeat(65)}`, 'mon_a b', "mon_'; DROP TABLE agents; --", 'mon_\u0000']) {
     add(`monitor: ${JSON.stringify(value)}`, { monitor: value }, 'INVALID_MONITOR');
   }
+  // A `roost.receipt/v1` data part (EXTENSIONS.md §2) is checked field by field too.
+  const receipt = (data: unknown) => ({ content_parts: [{ type: 'data', schema: 'roost.receipt/v1', data }] });
+  const answered = ulid();
+  for (const [label, data] of [
+    ['envelope_id number', { envelope_id: 1, status: 'accepted' }],
+    ['envelope_id null', { envelope_id: null, status: 'accepted' }],
+    ['envelope_id SQL', { envelope_id: "01'; DROP TABLE envelopes; --", status: 'accepted' }],
+    ['status missing', { envelope_id: answered }],
+    ['status null', { envelope_id: answered, status: null }],
+    ['status unknown', { envelope_id: answered, status: 'maybe' }],
+    ['status array', { envelope_id: answered, status: ['accepted'] }],
+    ['note number', { envelope_id: answered, status: 'accepted', note: 1 }],
+    ['note null', { envelope_id: answered, status: 'accepted', note: null }],
+    ['note too long', { envelope_id: answered, status: 'accepted', note: 'x'.repeat(2001) }],
+    ['extra key', { envelope_id: answered, status: 'accepted', extra: true }],
+    ['__proto__ key', JSON.parse(`{"envelope_id":"${answered}","status":"accepted","__proto__":{"x":1}}`)],
+    ['an envelope the sender never received', { envelope_id: answered, status: 'accepted' }],
+  ] as const) {
+    add(`receipt part: ${label}`, receipt(data), 'INVALID_RECEIPT');
+  }
   add('references[-1] ≠ in_reply_to', { in_reply_to: ulid(), references: [ulid()] }, 'INVALID_REFERENCES');
   // The first failing field in ASMTP.md §2.5 order wins.
   add('from and id both bad → from', { from: null, id: 'x' }, 'INVALID_REQUEST');
@@ -510,6 +530,10 @@ describe('search and paths with SQL metacharacters', () => {
     paths.push(['GET', `/messages/${s}`, 400, 'INVALID_ENVELOPE_ID', () => bob]);
     paths.push(['GET', `/files/${s}`, 404, 'NOT_FOUND', () => alice]);
     paths.push(['GET', `/_admin/orgs/${s}`, 404, 'NOT_FOUND', () => admin]);
+    paths.push(['GET', `/schedules/${s}`, 404, 'NOT_FOUND', () => alice]);
+    paths.push(['DELETE', `/schedules/${s}`, 404, 'NOT_FOUND', () => alice]);
+    paths.push(['GET', `/messages/${s}/receipts`, 400, 'INVALID_ENVELOPE_ID', () => alice]);
+    paths.push(['GET', `/messages/${s}/status`, 400, 'INVALID_ENVELOPE_ID', () => alice]);
     paths.push(['GET', `/messages?ids=${s}`, 400, 'INVALID_ENVELOPE_ID', () => bob]);
     paths.push(['GET', `/mailbox?after_created_at=1&after_envelope_id=${s}`, 400, 'INVALID_ENVELOPE_ID', () => bob]);
     paths.push(['GET', `/mailbox?limit=${s}`, 400, 'INVALID_QUERY', () => bob]);

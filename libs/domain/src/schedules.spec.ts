@@ -1,6 +1,6 @@
 import { AsmtpError } from './errors';
 import { isEnvelopeId } from './ids';
-import { afterRun, firstRunAt, newScheduleId, runEnvelopeId, scheduleView, type Schedule } from './schedules';
+import { afterRun, firstRunAt, isScheduleId, newScheduleId, runEnvelopeId, scheduleView, type Schedule } from './schedules';
 
 const MIN = 60_000;
 const NOW = 1_800_000_000_000;
@@ -115,6 +115,13 @@ describe('newScheduleId and scheduleView', () => {
   it('mints sch_-prefixed ULIDs', () => {
     expect(newScheduleId()).toMatch(/^sch_01[0-9A-HJKMNP-TV-Z]{24}$/);
     expect(newScheduleId()).not.toBe(newScheduleId());
+  });
+
+  it('isScheduleId accepts what newScheduleId mints and nothing else', () => {
+    expect(isScheduleId(newScheduleId())).toBe(true);
+    for (const id of ['sch_', 'sch_x', `sch_${'0'.repeat(26)}`, newScheduleId().toLowerCase(), 'sch_\u0000', `${newScheduleId()} `, 1, null]) {
+      expect(isScheduleId(id)).toBe(false);
+    }
   });
 
   it('shows every field of the wire object, unset ones as null, the envelope parsed, and no owner_id', () => {

@@ -1,5 +1,5 @@
 import { badRequest } from './errors';
-import { deterministicUlid, ulid } from './ids';
+import { deterministicUlid, isEnvelopeId, ulid } from './ids';
 
 /** Schedules (EXTENSIONS.md §3): pure rules; the worker and the REST surface share them. */
 export type ScheduleStatus = 'active' | 'paused' | 'completed' | 'cancelled' | 'failed';
@@ -30,6 +30,9 @@ export interface ScheduleTiming {
 }
 
 export const newScheduleId = (): string => `sch_${ulid()}`;
+/** The shape `newScheduleId` mints (`sch_` + a ULID); anything else names no schedule. */
+export const isScheduleId = (value: unknown): value is string =>
+  typeof value === 'string' && value.startsWith('sch_') && isEnvelopeId(value.slice(4));
 
 const invalid = (message: string) => badRequest('INVALID_SCHEDULE', message);
 

@@ -6,6 +6,7 @@ import {
   AsmtpError,
   badRequest,
   firstRunAt,
+  isScheduleId,
   newScheduleId,
   notFound,
   scheduleView,
@@ -86,7 +87,8 @@ export class SchedulesService {
 
   /** Another agent's schedule is a plain 404. */
   private async find(owner: Agent, id: string): Promise<Schedule> {
-    const schedule = await this.schedules.find(owner.id, id);
+    // An id Roost never mints (a NUL in it would even fail in SQL) names no schedule.
+    const schedule = isScheduleId(id) ? await this.schedules.find(owner.id, id) : undefined;
     if (!schedule) throw notFound(`schedule ${id} not found`);
     return schedule;
   }
