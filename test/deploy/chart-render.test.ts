@@ -163,9 +163,11 @@ describeRender('chart rendering', () => {
         const matches = (selector: Record<string, string>) => Object.entries(selector).every(([k, v]) => labels[k] === v);
         expect(matches(deployment.spec.selector.matchLabels)).toBe(true);
         const name = deployment.metadata.name;
-        expect(matches(find(rendered, 'Service', name)!.spec.selector)).toBe(true);
+        // exactly the role's pods: the Deployment's own selector, not a broader one
+        expect(deployment.spec.selector.matchLabels['app.kubernetes.io/component']).toBe(deployment.metadata.labels['app.kubernetes.io/component']);
+        expect(find(rendered, 'Service', name)!.spec.selector).toEqual(deployment.spec.selector.matchLabels);
         const pdb = find(rendered, 'PodDisruptionBudget', name);
-        if (pdb) expect(matches(pdb.spec.selector.matchLabels)).toBe(true);
+        if (pdb) expect(pdb.spec.selector.matchLabels).toEqual(deployment.spec.selector.matchLabels);
         const hpa = find(rendered, 'HorizontalPodAutoscaler', name);
         if (hpa) {
           expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name });
