@@ -111,16 +111,30 @@ export class AgentsRepository {
       .then((row) => Number(row.count));
   }
 
-  /** Insert the agent and its mailbox; undefined when the handle is taken. */
-  create(agent: NewAgent): Promise<Agent | undefined> {
+  /**
+   * Insert the agent and its mailbox: `'quota'` when the owner's organization already holds
+   * `max_agents` agents, `'exists'` when the handle is taken. The organization row is locked so
+   * that concurrent creates cannot overrun the quota.
+   */
+  create(agent: NewAgent): Promise<Agent | 'exists' | 'quota'> {
     return this.db.transaction().execute(async (trx) => {
+      const org = await trx.selectFrom('orgs').select('max_agents').where('name', '=', agent.owner).forUpdate().executeTakeFirst();
+      if (org?.max_agents != null) {
+        const { count } = await trx
+          .selectFrom('agents')
+          .select((eb) => eb.fn.countAll<number>().as('count'))
+          .where('owner', '=', agent.owner)
+          .executeTakeFirstOrThrow();
+        if (Number(count) >= org.max_agents) return 'quota';
+      }
       const created = await trx
         .insertInto('agents')
         .values({ ...agent, allowlist: [], updated_at: agent.created_at })
         .onConflict((oc) => oc.column('handle').doNothing())
         .returning(AGENT_COLUMNS)
         .executeTakeFirst();
-      if (created) await trx.insertInto('mailboxes').values({ agent_id: created.id }).execute();
+      if (!created) return 'exists';
+      await trx.insertInto('mailboxes').values({ agent_id: created.id }).execute();
       return created;
     });
   }

@@ -438,6 +438,17 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
       expectError(await create({ handle: '@quota0.a' }, zero), 429, 'QUOTA_EXCEEDED', 'zero quota');
     });
 
+    it('orgs: the max_agents quota holds under concurrent creates', async () => {
+      const orgToken = await createOrg('quota2', { max_agents: 3 });
+      const replies = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => create({ handle: `@quota2.a${i}` }, i % 2 === 0 ? orgToken : op.adminToken)),
+      );
+      const statuses = replies.map((r) => r.status).sort();
+      expect(statuses).toEqual([201, 201, 201, 429, 429, 429, 429, 429, 429, 429]);
+      for (const reply of replies.filter((r) => r.status === 429)) expect(reply.body.error.code).toBe('QUOTA_EXCEEDED');
+      expect((await op.client.get('/_admin/agents', orgToken)).body.agents).toHaveLength(3);
+    });
+
     it('orgs: DELETE /_admin/orgs/{name} returns 204 and removes the organization and its agents', async () => {
       const orgToken = await createOrg('gone1');
       const member = await create({ handle: '@gone1.a', policy: 'open' }, orgToken);

@@ -46,10 +46,6 @@ export class AdminService {
     const handle = valid.handle as string;
     const owner = ownerOf(handle);
     if (!inScope(scope, owner)) throw notFound(`agent ${handle} not found`);
-    const org = await this.orgs.find(owner);
-    if (org?.max_agents != null && (await this.agents.countByOwner(owner)) >= org.max_agents) {
-      throw new AsmtpError(429, 'QUOTA_EXCEEDED', `organization ${owner} has reached its agent quota`);
-    }
     const fields = pick(valid, AGENT_FIELDS) as AgentPatch;
     const token = mintToken();
     const agent = await this.agents.create({
@@ -65,7 +61,8 @@ export class AdminService {
       retention_days: fields.retention_days ?? null,
       created_at: Date.now(),
     });
-    if (!agent) throw new AsmtpError(409, 'AGENT_EXISTS', `agent ${handle} already exists`);
+    if (agent === 'quota') throw new AsmtpError(429, 'QUOTA_EXCEEDED', `organization ${owner} has reached its agent quota`);
+    if (agent === 'exists') throw new AsmtpError(409, 'AGENT_EXISTS', `agent ${handle} already exists`);
     return adminAgentView(agent, token);
   }
 
