@@ -8,8 +8,8 @@ import { JobRunner, type JobObserver } from './jobs';
 function createRunner(config: Config, metrics: Metrics): JobRunner {
   const observer: JobObserver = {
     onFinished: (name, seconds, failed) => {
-      metrics.jobDuration.observe({ job: name }, seconds);
-      if (failed) metrics.jobFailures.inc({ job: name });
+      metrics.jobDuration.observe({ name }, seconds);
+      if (failed) metrics.jobFailures.inc({ name });
     },
   };
   return config.redisUrl === null

@@ -126,7 +126,7 @@ export class Metrics {
   readonly jobDuration = new Histogram({
     name: 'roost_job_duration_seconds',
     help: 'Worker job run duration by job.',
-    labelNames: ['job'],
+    labelNames: ['name'],
     buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60],
     registers: [this.registry],
   });
@@ -134,7 +134,7 @@ export class Metrics {
   readonly jobFailures = new Counter({
     name: 'roost_job_failures_total',
     help: 'Worker job runs that failed, by job.',
-    labelNames: ['job'],
+    labelNames: ['name'],
     registers: [this.registry],
   });
 
