@@ -449,6 +449,24 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
       expect((await op.client.get('/_admin/agents', orgToken)).body.agents).toHaveLength(3);
     });
 
+    it('orgs: agent PATCH also takes content_guard and retention_days overrides; invalid values are 400', async () => {
+      await create({ handle: '@ovr1.alice' });
+      const patched = await op.client.patch(path('@ovr1.alice'), { content_guard: 'block', retention_days: 7 }, op.adminToken);
+      expect(patched.status).toBe(200);
+      expect(patched.body).toMatchObject({ content_guard: 'block', retention_days: 7 });
+      expect((await show('@ovr1.alice')).body).toMatchObject({ content_guard: 'block', retention_days: 7 });
+      for (const body of [{ content_guard: 'loud' }, { retention_days: 0 }, { retention_days: 'x' }, { retention_days: 1.5 }]) {
+        const reply = await op.client.patch(path('@ovr1.alice'), body, op.adminToken);
+        expect({ body, status: reply.status }).toEqual({ body, status: 400 });
+      }
+      expect((await show('@ovr1.alice')).body).toMatchObject({ content_guard: 'block', retention_days: 7 });
+      // null clears an override (the field is then omitted, as the ASMTP AdminAgent has no such field).
+      const cleared = await op.client.patch(path('@ovr1.alice'), { content_guard: null, retention_days: null }, op.adminToken);
+      expect(cleared.status).toBe(200);
+      expect(cleared.body).not.toHaveProperty('content_guard');
+      expect(cleared.body).not.toHaveProperty('retention_days');
+    });
+
     it('orgs: DELETE /_admin/orgs/{name} returns 204 and removes the organization and its agents', async () => {
       const orgToken = await createOrg('gone1');
       const member = await create({ handle: '@gone1.a', policy: 'open' }, orgToken);
