@@ -285,6 +285,8 @@ describe('GET /mailbox', () => {
     ]) {
       await expectQueryError(bob.token, query, 'INVALID_QUERY');
     }
+    // Authentication comes before query validation.
+    expect((await op.client.get('/mailbox?limit=0')).status).toBe(401);
     expect((await page(bob.token, 'limit=1000')).envelope_headers).toHaveLength(1);
     expect((await page(bob.token, 'limit=1')).envelope_headers).toHaveLength(1);
     // First occurrence wins.
@@ -304,6 +306,9 @@ describe('GET /mailbox', () => {
     await expectQueryError(bob.token, `after_created_at=-1&after_envelope_id=${id}`, 'INVALID_QUERY');
     await expectQueryError(bob.token, `after_created_at=x&after_envelope_id=${id}`, 'INVALID_QUERY');
     await expectQueryError(bob.token, `after_created_at=${createdAt}&after_envelope_id=${id.toLowerCase()}`, 'INVALID_ENVELOPE_ID');
+    // Validation order: limit, then pairing, then after_created_at, then after_envelope_id.
+    await expectQueryError(bob.token, 'after_created_at=-1&after_envelope_id=bad', 'INVALID_QUERY');
+    await expectQueryError(bob.token, `limit=0&after_created_at=${createdAt}&after_envelope_id=bad`, 'INVALID_QUERY');
     expect((await page(bob.token, `after_created_at=0&after_envelope_id=${MIN_ID}`)).envelope_headers).toHaveLength(1);
   });
 

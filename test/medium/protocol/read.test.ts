@@ -204,6 +204,10 @@ describe('reading envelopes and read state', () => {
       expectError(await op.client.get(`/messages?ids=${a},,${b}`, bob.token), 400, 'INVALID_ENVELOPE_ID');
       expectError(await op.client.get(`/messages?ids=${a},`, bob.token), 400, 'INVALID_ENVELOPE_ID');
       expectError(await op.client.get(`/messages?ids=${a},${b.toLowerCase()}`, bob.token), 400, 'INVALID_ENVELOPE_ID');
+      // The count and single-parameter rules come before element syntax.
+      expectError(await op.client.get(`/messages?ids=${Array(101).fill('bad').join(',')}`, bob.token), 400, 'INVALID_QUERY');
+      expectError(await op.client.get('/messages?ids=bad&ids=bad', bob.token), 400, 'INVALID_QUERY');
+      expect((await op.client.get(`/messages?ids=${a},,${b}`)).status).toBe(401);
       expect(await unreadIds(bob.token)).toEqual([a, b]);
     });
 
