@@ -1,0 +1,6 @@
+export * from './types';
+export * from './http';
+export * from './ulid';
+export * from './cursor';
+export * from './client';
+export * from './listener';
