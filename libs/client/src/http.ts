@@ -1,5 +1,4 @@
 import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 
 /**
  * The smallest HTTP layer that does the job: node:http(s), no fetch. `fetch` loads undici on first
@@ -87,7 +86,9 @@ export class Transport {
     }
     if (payload) headers['content-length'] = payload.length;
     const timeoutMs = req.timeoutMs ?? this.options.timeoutMs ?? 30_000;
-    const requester = url.protocol === 'https:' ? httpsRequest : httpRequest;
+    // node:https (and TLS) load only for https URLs: a loopback CLI call stays cheap.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const requester = url.protocol === 'https:' ? (require('node:https') as typeof import('node:https')).request : httpRequest;
     return new Promise((resolve, reject) => {
       const outgoing = requester(url, { method: req.method, headers }, (res) => {
         const chunks: Buffer[] = [];

@@ -155,10 +155,13 @@ export interface DeliveryStatus {
 
 export type ScheduleStatus = 'active' | 'paused' | 'completed' | 'cancelled' | 'failed';
 
+/** A schedule's envelope: a `POST /messages` body without `id` (each firing mints one) and `date_ms`. */
+export type ScheduleEnvelope = Omit<PostMessage, 'id' | 'date_ms'> & { date_ms?: number };
+
 export interface Schedule {
   id: string;
   status: ScheduleStatus;
-  envelope: Omit<PostMessage, 'id'>;
+  envelope: ScheduleEnvelope;
   interval_ms: number | null;
   next_run_at: number | null;
   last_sent_at: number | null;
@@ -172,7 +175,7 @@ export interface Schedule {
 }
 
 export interface ScheduleInput {
-  envelope: Omit<PostMessage, 'id'>;
+  envelope: ScheduleEnvelope;
   interval_ms?: number;
   start_at?: number;
   max_count?: number;

@@ -1,0 +1,138 @@
+import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { deterministicUlid } from '#domain';
+import { RoostClient } from '../../../../libs/client/src/client';
+import { RoostError } from '../../../../libs/client/src/http';
+import type { Header, StoredEnvelope } from '../../../../libs/client/src/types';
+import { credentialsFile, readJson, type Credentials } from '../config';
+import { CliError, EXIT } from '../output';
+import { partText } from '../render';
+import { AliasMap, deriveThread, importKey, readLog, sampId, type SampRecord } from '../samp';
+import { USER_AGENT, type Session } from '../session';
+
+const LOG_RE = /^log-(.+)\.jsonl$/;
+
+function logFiles(dir: string): Array<{ alias: string; file: string }> {
+  if (!existsSync(dir)) throw new CliError(`${dir} does not exist`, EXIT.USAGE, 'give the SAMP directory ($AGENT_MESSAGE_DIR)', 'NO_DIR');
+  return readdirSync(dir)
+    .map((name) => LOG_RE.exec(name))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ alias: m[1], file: join(dir, m[0]) }));
+}
+
+/** The envelope a record becomes; byte-identical on every import, so a re-import is a 202 replay. */
+export function recordEnvelope(record: SampRecord, to: string) {
+  return {
+    id: deterministicUlid(importKey(record), record.ts * 1000),
+    to: [to],
+    date_ms: record.ts * 1000,
+    subject: record.thread,
+    content_parts: [{ type: 'text' as const, text: record.body === '' ? '(empty)' : record.body }],
+  };
+}
+
+/**
+ * Post every record of every `log-<alias>.jsonl` as an envelope from the mapped sender, with the
+ * sender's token: the acting agent's, or one stored in this profile's credentials (`roost admin
+ * agent create` stores them). Records whose sender has no token here are counted as skipped.
+ */
+export async function importDir(session: Session, dir: string, options: { owner?: string; map?: string[] }): Promise<void> {
+  const owner = options.owner ?? session.ctx.agent?.slice(1, session.ctx.agent.indexOf('.'));
+  let aliases: AliasMap;
+  try {
+    aliases = new AliasMap(options.map ?? [], owner);
+  } catch (error) {
+    throw new CliError((error as Error).message, EXIT.USAGE, undefined, 'BAD_MAP');
+  }
+  const stored = readJson<Credentials>(credentialsFile())?.profiles?.[session.ctx.profile]?.agents ?? {};
+  const tokens = new Map<string, string>(Object.entries(stored));
+  if (session.ctx.agent && session.ctx.token) tokens.set(session.ctx.agent, session.ctx.token);
+  const summary = { posted: 0, replayed: 0, skipped_no_token: 0, skipped_unmapped: 0, malformed: 0, refused: [] as Array<{ file: string; id: string; error: string }> };
+  for (const { alias, file } of logFiles(dir)) {
+    const { records, skipped } = readLog(readFileSync(file, 'utf8'));
+    summary.malformed += skipped.length;
+    for (const s of skipped) session.print.note(`roost samp: ${file}:${s.line} skipped (${s.error})`);
+    for (const record of records) {
+      if (record.from !== alias) {
+        // One writer per file: a record claiming another author is not this file's to import.
+        summary.malformed++;
+        continue;
+      }
+      const from = aliases.handle(record.from);
+      const to = aliases.handle(record.to);
+      if (!from || !to) {
+        summary.skipped_unmapped++;
+        continue;
+      }
+      const token = tokens.get(from);
+      if (!token) {
+        summary.skipped_no_token++;
+        continue;
+      }
+      const client = new RoostClient({ url: session.ctx.url, token, userAgent: USER_AGENT });
+      const envelope = recordEnvelope(record, to);
+      try {
+        const accepted = await client.send(envelope);
+        // The operator returns the original timestamps on a replay (EXTENSIONS.md): older than now.
+        if (accepted.received_ms < Date.now() - 60_000) summary.replayed++;
+        else summary.posted++;
+      } catch (error) {
+        if (error instanceof RoostError && error.kind === 'api' && error.status !== 401) {
+          summary.refused.push({ file, id: record.id, error: `${error.code}: ${error.message}` });
+          continue;
+        }
+        throw error;
+      }
+    }
+  }
+  session.print.out(
+    () =>
+      `imported ${summary.posted} new, ${summary.replayed} already there; skipped ${summary.skipped_no_token} (no token for the sender), ${summary.skipped_unmapped} (unmapped alias), ${summary.malformed} malformed${summary.refused.length ? `; refused ${summary.refused.length}: ${summary.refused.map((r) => `${r.id} ${r.error}`).join('; ')}` : ''}`,
+    summary,
+  );
+  if (summary.refused.length) throw new CliError(`${summary.refused.length} record(s) refused by the operator`, EXIT.REJECTED, 'see the list above; an unknown recipient is refused as not found', 'REFUSED');
+}
+
+/** SAMP records of one envelope: one per recipient (SAMP has a single `to`). */
+export function envelopeRecords(envelope: StoredEnvelope, aliases: AliasMap): SampRecord[] {
+  const ts = Math.floor(envelope.date_ms / 1000);
+  const from = aliases.alias(envelope.from);
+  const body = envelope.content_parts.map(partText).join('\n\n');
+  return [...new Set([...envelope.to, ...(envelope.cc ?? [])])].map((handle) => {
+    const to = aliases.alias(handle);
+    const thread = envelope.subject && envelope.subject !== '' ? envelope.subject : deriveThread(from, ts, body);
+    return { id: sampId({ ts, from, to, thread, body }), ts, from, to, thread, body };
+  });
+}
+
+/** Append the agent's mailbox (sent and received) to `log-<writer>.jsonl` files; records already there are skipped. */
+export async function exportDir(session: Session, dir: string, options: { map?: string[] }): Promise<void> {
+  const client = session.client();
+  const aliases = new AliasMap(options.map ?? []);
+  const ids: string[] = [];
+  for await (const header of client.headers({ direction: 'both', order: 'asc', limit: 1000 }) as AsyncGenerator<Header>) ids.push(header.id);
+  mkdirSync(dir, { recursive: true });
+  const existing = new Map<string, Set<string>>();
+  const present = (file: string) => {
+    let set = existing.get(file);
+    if (!set) {
+      set = new Set(existsSync(file) ? readLog(readFileSync(file, 'utf8')).records.map((r) => r.id) : []);
+      existing.set(file, set);
+    }
+    return set;
+  };
+  let written = 0;
+  // Sender-only fetches mark nothing read; received ones are marked read by the fetch (ASMTP §5).
+  const envelopes = await client.messages(ids);
+  for (const envelope of envelopes) {
+    for (const record of envelopeRecords(envelope, aliases)) {
+      const file = join(dir, `log-${record.from}.jsonl`);
+      const ids = present(file);
+      if (ids.has(record.id)) continue;
+      appendFileSync(file, `${JSON.stringify({ id: record.id, ts: record.ts, from: record.from, to: record.to, thread: record.thread, body: record.body })}\n`);
+      ids.add(record.id);
+      written++;
+    }
+  }
+  session.print.out(() => `exported ${written} record(s) from ${envelopes.length} envelope(s) to ${dir}`, { written, envelopes: envelopes.length, dir });
+}

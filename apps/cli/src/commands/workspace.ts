@@ -1,0 +1,234 @@
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { MemoryCursorStore } from '../../../../libs/client/src/cursor';
+import { Listener } from '../../../../libs/client/src/listener';
+import { writeJsonAtomic } from '../config';
+import { addHooks, applyBlock, formatJson, jsonEqual, managedBlock, removeBlock, removeHooks } from '../install';
+import { loadState, mailboxPaths, mirrorOnce, OUTBOX_TEMPLATE, RECEIPTS_TEMPLATE, type MirrorResult } from '../mailbox/mirror';
+import { CliError, EXIT } from '../output';
+import { USER_AGENT, type Session } from '../session';
+import { triageLine } from '../triage';
+
+// --- mirror ----------------------------------------------------------------------------------
+
+function describe(result: MirrorResult): string[] {
+  const lines: string[] = [];
+  for (const header of result.appended) lines.push(`new ${triageLine(header)}`);
+  for (const sent of result.sent) lines.push(`sent ${sent.id}${sent.in_reply_to ? ` (reply to ${sent.in_reply_to})` : ''} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`);
+  for (const receipt of result.receipts) lines.push(`receipt ${receipt.status} for ${receipt.envelope_id} (RECEIPTS.md:${receipt.line})`);
+  return lines;
+}
+
+function reportProblems(session: Session, result: MirrorResult): void {
+  for (const p of result.problems) session.print.note(`roost mirror: skipped ${p.file}:${p.line} "## ${p.heading}": ${p.reason}`);
+}
+
+export async function mirror(session: Session, options: { once?: boolean; dir?: string; interval?: string }): Promise<void> {
+  const root = resolve(options.dir ?? session.ctx.root ?? process.cwd());
+  const agent = session.requireAgent();
+  const client = session.client();
+  const once = async () => {
+    const result = await mirrorOnce(client, root, agent);
+    reportProblems(session, result);
+    session.print.out(() => describe(result).join('\n'), result);
+    return result;
+  };
+  if (options.once) {
+    await once();
+    return;
+  }
+  const paths = mailboxPaths(root);
+  let running = false;
+  let again = false;
+  const pass = async () => {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    try {
+      do {
+        again = false;
+        await once();
+      } while (again);
+    } catch (error) {
+      session.print.note(`roost mirror: ${(error as Error).message} (will retry)`);
+    } finally {
+      running = false;
+    }
+  };
+  const signature = () => [paths.outbox, paths.receipts].map((f) => (existsSync(f) ? `${statSync(f).size}:${statSync(f).mtimeMs}` : '-')).join('|');
+  let last = signature();
+  await pass();
+  const intervalMs = Number(options.interval ?? 1000);
+  const poll = setInterval(() => {
+    const now = signature();
+    if (now !== last) {
+      last = now;
+      void pass();
+    }
+  }, intervalMs);
+  const periodic = setInterval(() => void pass(), 30_000);
+  // Push is only the wake-up: the pass itself pages the mailbox from STATE.json's cursor.
+  const listener = new Listener({
+    url: session.ctx.url,
+    token: session.requireToken(),
+    cursor: new MemoryCursorStore(loadState(paths, agent).inbox.cursor),
+    userAgent: USER_AGENT,
+    onFrame: (frame) => {
+      if (frame.op === 'envelope.notify') void pass();
+    },
+  }).start();
+  await new Promise<void>((done) => {
+    const stop = () => {
+      clearInterval(poll);
+      clearInterval(periodic);
+      void listener.stop().then(done);
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    void listener.done.then((end) => {
+      if (end !== 'stopped') {
+        session.print.note(`roost mirror: push stopped (${end}); exiting`);
+        stop();
+      }
+    });
+  });
+}
+
+// --- install / uninstall ---------------------------------------------------------------------
+
+interface Manifest {
+  version: 1;
+  /** Relative path → text before install (null: the file did not exist). */
+  files: Record<string, string | null>;
+  /** Folders install created (removed again when empty). */
+  dirs: string[];
+}
+
+const MANIFEST = join('.roost', 'install.json');
+
+function readText(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+function ensureDir(root: string, rel: string, manifest: Manifest): void {
+  const parts = rel.split('/');
+  for (let i = 1; i <= parts.length; i++) {
+    const sub = parts.slice(0, i).join('/');
+    if (!existsSync(join(root, sub))) {
+      mkdirSync(join(root, sub), { mode: 0o755 });
+      if (!manifest.dirs.includes(sub)) manifest.dirs.push(sub);
+    }
+  }
+}
+
+function parseJsonFile(text: string | null, file: string): Record<string, unknown> {
+  if (text === null || text.trim() === '') return {};
+  try {
+    const value = JSON.parse(text) as unknown;
+    if (value && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+  } catch {
+    // fall through
+  }
+  throw new CliError(`${file} is not a JSON object`, EXIT.CONFIG, `fix ${file} by hand, then rerun roost install`, 'BAD_JSON');
+}
+
+export function install(session: Session, options: { dir?: string; claude?: boolean; codex?: boolean; command?: string }): void {
+  const root = resolve(options.dir ?? process.cwd());
+  const manifestFile = join(root, MANIFEST);
+  const manifest: Manifest = existsSync(manifestFile)
+    ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as Manifest)
+    : { version: 1, files: {}, dirs: [] };
+  const changed: string[] = [];
+  const edit = (rel: string, next: (current: string | null) => string) => {
+    const file = join(root, rel);
+    const current = readText(file);
+    if (!(rel in manifest.files)) manifest.files[rel] = current;
+    const text = next(current);
+    if (text !== current) {
+      ensureDir(root, dirname(rel) === '.' ? '' : dirname(rel), manifest);
+      writeFileSync(file, text);
+      changed.push(rel);
+    }
+  };
+  ensureDir(root, '.roost/mailbox', manifest);
+  const block = managedBlock(session.ctx.agent);
+  edit('AGENTS.md', (text) => applyBlock(text ?? '', block));
+  if (existsSync(join(root, 'CLAUDE.md'))) edit('CLAUDE.md', (text) => applyBlock(text ?? '', block));
+  if (options.claude !== false) edit('.claude/settings.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.claude/settings.json'))));
+  if (options.codex !== false) edit('.codex/hooks.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.codex/hooks.json'))));
+  edit('.roost/mailbox/OUTBOX.md', (text) => text ?? OUTBOX_TEMPLATE);
+  edit('.roost/mailbox/RECEIPTS.md', (text) => text ?? RECEIPTS_TEMPLATE);
+  if (session.ctx.agent && !existsSync(join(root, '.roost', 'config.json'))) {
+    edit('.roost/config.json', () => formatJson({ agent: session.ctx.agent, ...(session.ctx.profile !== 'default' ? { profile: session.ctx.profile } : {}) }));
+  }
+  manifest.dirs = manifest.dirs.filter((d) => d !== '');
+  writeJsonAtomic(manifestFile, manifest, 0o644);
+  session.print.out(() => (changed.length ? `installed in ${root}: ${changed.join(', ')}` : `already installed in ${root}`), { root, changed });
+}
+
+/** Keep the file's bytes when the JSON did not change. */
+function formatJsonPreserving(current: string | null, value: unknown): string {
+  if (current !== null && current.trim() !== '') {
+    try {
+      if (jsonEqual(JSON.parse(current), value)) return current;
+    } catch {
+      // rewritten below
+    }
+  }
+  return formatJson(value);
+}
+
+export function uninstall(session: Session, options: { dir?: string }): void {
+  const root = resolve(options.dir ?? process.cwd());
+  const manifestFile = join(root, MANIFEST);
+  if (!existsSync(manifestFile)) {
+    session.print.out(`nothing installed in ${root}`, { root, changed: [] });
+    return;
+  }
+  const manifest = JSON.parse(readFileSync(manifestFile, 'utf8')) as Manifest;
+  const changed: string[] = [];
+  const kept: string[] = [];
+  for (const [rel, original] of Object.entries(manifest.files)) {
+    const file = join(root, rel);
+    const current = readText(file);
+    if (current === null) continue;
+    let next: string | null;
+    if (rel.endsWith('.json') && rel !== '.roost/config.json') {
+      const removed = removeHooks(parseJsonFile(current, rel));
+      const before = original === null ? {} : parseJsonFile(original, rel);
+      next = jsonEqual(removed, before) ? original : Object.keys(removed).length === 0 && original === null ? null : formatJson(removed);
+    } else if (rel.endsWith('AGENTS.md') || rel.endsWith('CLAUDE.md')) {
+      const removed = removeBlock(current);
+      next = original !== null && removed.trimEnd() === original.trimEnd() ? original : original === null && removed.trim() === '' ? null : removed;
+    } else {
+      // Files install created from a template: removed only if untouched since.
+      next = original === null && (current === OUTBOX_TEMPLATE || current === RECEIPTS_TEMPLATE || rel === '.roost/config.json') ? null : current;
+      if (next !== null && original === null) kept.push(rel);
+    }
+    if (next === null) {
+      unlinkSync(file);
+      changed.push(rel);
+    } else if (next !== current) {
+      writeFileSync(file, next);
+      changed.push(rel);
+    }
+  }
+  unlinkSync(manifestFile);
+  for (const dir of [...manifest.dirs].sort((a, b) => b.length - a.length)) {
+    try {
+      if (readdirSync(join(root, dir)).length === 0) rmdirSync(join(root, dir));
+    } catch {
+      // not empty or gone
+    }
+  }
+  session.print.out(
+    () => `uninstalled from ${root}: ${changed.join(', ') || 'nothing to change'}${kept.length ? `\nkept (edited since install): ${kept.join(', ')}` : ''}`,
+    { root, changed, kept },
+  );
+}

@@ -1,0 +1,180 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { Transport } from '../../../libs/client/src/http';
+import type { Cursor, MailboxPage } from '../../../libs/client/src/types';
+import { resolveContext, writeJsonAtomic, type Flags } from './config';
+import { triageLine, type TriageHeader } from './triage';
+
+/**
+ * `roost hook`: run by harness hooks (Claude Code, Codex) on session start, after every tool call
+ * and at stop. It speaks only when something is new since it last spoke, and never repeats a line.
+ *
+ * Fast path (nothing new), built to stay well under 100 ms: no commander, no Markdown parser, no
+ * WebSocket library; read two small JSON files, stat three, make one loopback request for at most
+ * one header, write nothing. Only when something changed does it load the worktree mailbox code.
+ *
+ * - With a worktree mailbox (`.roost/mailbox/`): the request asks for anything after the mirror's
+ *   cursor; new mail, or an edited OUTBOX.md/RECEIPTS.md, runs one mirror pass; the lines printed
+ *   are the INBOX.md blocks appended since the hook last spoke (by it or a `roost mirror` watcher).
+ * - Without: the request lists unread headers; the lines printed are those not shown before.
+ */
+
+export interface HookOptions extends Flags {
+  event?: string;
+}
+
+interface HookState {
+  /** Ids already shown (newest last, bounded). */
+  shown: string[];
+  /** INBOX.md size when last read. */
+  inbox_size?: number;
+  /** size:mtime of OUTBOX.md and RECEIPTS.md when last mirrored. */
+  local?: string;
+}
+
+const SHOWN_MAX = 2000;
+
+export function parseHookArgs(argv: string[]): HookOptions {
+  const options: HookOptions = {};
+  const keys: Record<string, keyof HookOptions> = { '--event': 'event', '--profile': 'profile', '--url': 'url', '--as': 'as', '--token': 'token' };
+  for (let i = 0; i < argv.length; i++) {
+    const [flag, inline] = argv[i].split('=', 2);
+    const key = keys[flag];
+    if (!key) continue;
+    options[key] = inline ?? argv[++i];
+  }
+  return options;
+}
+
+function readJson<T>(file: string): T | undefined {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+const stamp = (file: string) => {
+  try {
+    const s = statSync(file);
+    return `${s.size}:${Math.floor(s.mtimeMs)}`;
+  } catch {
+    return '-';
+  }
+};
+
+/** Wrap the text the way the harness shows it to the model. */
+export function hookOutput(event: string | undefined, text: string): string {
+  if (!event) return `${text}\n`;
+  if (event === 'Stop' || event === 'SubagentStop') return `${JSON.stringify({ decision: 'block', reason: text })}\n`;
+  return `${JSON.stringify({ hookSpecificOutput: { hookEventName: event, additionalContext: text } })}\n`;
+}
+
+/** Triage headers from INBOX.md blocks (the part appended after `fromByte`). */
+function inboxHeaders(file: string, fromByte: number): TriageHeader[] {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { splitBlocks } = require('./mailbox/markdown') as typeof import('./mailbox/markdown');
+  let text: string;
+  try {
+    text = readFileSync(file).subarray(fromByte).toString('utf8');
+  } catch {
+    return [];
+  }
+  const keys = ['from', 'to', 'cc', 'subject', 'date', 'created_at', 'in_reply_to', 'type', 'flags', 'receipt', 'schedule'];
+  return splitBlocks(text, keys)
+    .filter((b) => /^01[0-9A-HJKMNP-TV-Z]{24}$/.test(b.heading) && b.meta.from)
+    .map((b) => {
+      const [typeHint, sizeText] = (b.meta.type ?? 'text').split(' ');
+      const m = /^~(\d+(?:\.\d+)?)(k?)t$/.exec(sizeText ?? '');
+      const [status, , envelopeId] = (b.meta.receipt ?? '').split(' ');
+      return {
+        id: b.heading,
+        from: b.meta.from,
+        ...(b.meta.cc ? { cc: b.meta.cc.split(/,\s*/) } : {}),
+        ...(b.meta.subject !== undefined ? { subject: b.meta.subject } : {}),
+        ...(b.meta.in_reply_to ? { in_reply_to: b.meta.in_reply_to } : {}),
+        type_hint: typeHint,
+        ...(m ? { size_hint: Math.round(Number(m[1]) * (m[2] ? 1000 : 1)) } : {}),
+        created_at: Number(b.meta.created_at) || Date.now(),
+        ...(b.meta.flags ? { flags: b.meta.flags.split(/,\s*/) } : {}),
+        ...(status && envelopeId ? { receipt: { status, envelope_id: envelopeId } } : {}),
+        ...(b.meta.schedule ? { schedule_id: b.meta.schedule } : {}),
+      };
+    });
+}
+
+/** Always exits 0: a hook must never break the harness; problems go to stderr. */
+export async function runHook(options: HookOptions): Promise<number> {
+  try {
+    const text = await check(options);
+    if (text) process.stdout.write(hookOutput(options.event, text));
+  } catch (error) {
+    process.stderr.write(`roost hook: ${(error as Error).message}\n`);
+  }
+  return 0;
+}
+
+async function check(options: HookOptions): Promise<string | undefined> {
+  const ctx = resolveContext(options);
+  if (!ctx.agent || !ctx.token) return undefined;
+  const transport = new Transport(ctx.url, { timeoutMs: 5000, userAgent: 'roost-hook' });
+  const mailboxDir = ctx.root ? join(ctx.root, '.roost', 'mailbox') : undefined;
+  const stateFile = ctx.root
+    ? join(ctx.root, '.roost', 'hook.json')
+    : join(ctx.stateDir, 'hook', ctx.profile, `${ctx.agent.replace(/^@/, '')}.json`);
+  const state = readJson<HookState>(stateFile) ?? { shown: [] };
+  const shown = new Set(state.shown);
+
+  if (mailboxDir && existsSync(mailboxDir)) {
+    const inbox = join(mailboxDir, 'INBOX.md');
+    const local = `${stamp(join(mailboxDir, 'OUTBOX.md'))}|${stamp(join(mailboxDir, 'RECEIPTS.md'))}`;
+    const mirrorCursor = readJson<{ inbox?: { cursor?: Cursor | null } }>(join(mailboxDir, 'STATE.json'))?.inbox?.cursor ?? null;
+    const page = await transport.json<MailboxPage>({
+      method: 'GET',
+      path: '/mailbox',
+      token: ctx.token,
+      query: mirrorCursor
+        ? { order: 'asc', limit: 1, after_created_at: mirrorCursor.created_at, after_envelope_id: mirrorCursor.envelope_id }
+        : { unread: true, limit: 1 },
+    });
+    const inboxSize = existsSync(inbox) ? statSync(inbox).size : 0;
+    const remoteNew = page.envelope_headers.length > 0;
+    if (!remoteNew && local === state.local && inboxSize === (state.inbox_size ?? 0)) return undefined;
+
+    const notes: string[] = [];
+    if (remoteNew || local !== state.local) {
+      const { RoostClient } = require('../../../libs/client/src/client') as typeof import('../../../libs/client/src/client');
+      const { mirrorOnce } = require('./mailbox/mirror') as typeof import('./mailbox/mirror');
+      const result = await mirrorOnce(new RoostClient({ url: ctx.url, token: ctx.token, userAgent: 'roost-hook' }), ctx.root!, ctx.agent);
+      for (const sent of result.sent) notes.push(`sent ${sent.in_reply_to ? `your reply to ${sent.in_reply_to.slice(-6)}` : 'your message'} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`);
+      for (const r of result.receipts) notes.push(`posted receipt ${r.status} for ${r.envelope_id.slice(-6)} (RECEIPTS.md:${r.line})`);
+      for (const p of result.problems) notes.push(`skipped ${p.file}:${p.line} "## ${p.heading}": ${p.reason}`);
+    }
+    const fresh = inboxHeaders(inbox, Math.min(state.inbox_size ?? 0, existsSync(inbox) ? statSync(inbox).size : 0)).filter((h) => !shown.has(h.id));
+    const next: HookState = {
+      shown: [...state.shown, ...fresh.map((h) => h.id)].slice(-SHOWN_MAX),
+      inbox_size: existsSync(inbox) ? statSync(inbox).size : 0,
+      local: `${stamp(join(mailboxDir, 'OUTBOX.md'))}|${stamp(join(mailboxDir, 'RECEIPTS.md'))}`,
+    };
+    writeJsonAtomic(stateFile, next);
+    if (fresh.length === 0 && notes.length === 0) return undefined;
+    const lines = [];
+    if (fresh.length) {
+      lines.push(`Roost: ${fresh.length} new for ${ctx.agent} in .roost/mailbox/INBOX.md (id age from subject type size):`);
+      lines.push(...fresh.map((h) => triageLine(h)));
+      lines.push('Reply in .roost/mailbox/OUTBOX.md (## reply <id>), decisions in RECEIPTS.md (## <id> + status:).');
+    }
+    if (notes.length) lines.push(...notes.map((n) => `Roost: ${n}`));
+    return lines.join('\n');
+  }
+
+  const page = await transport.json<MailboxPage>({ method: 'GET', path: '/mailbox', token: ctx.token, query: { unread: true, order: 'asc', limit: 100 } });
+  const fresh = page.envelope_headers.filter((h) => !shown.has(h.id));
+  if (fresh.length === 0) return undefined;
+  writeJsonAtomic(stateFile, { shown: [...state.shown, ...fresh.map((h) => h.id)].slice(-SHOWN_MAX) } satisfies HookState);
+  return [
+    `Roost: ${fresh.length} new unread for ${ctx.agent} (id age from subject type size):`,
+    ...fresh.map((h) => triageLine(h)),
+    'Read: roost show <id>. Reply: roost reply <id> -t "…". Decide: roost receipt <id> accepted|rejected|deferred|….',
+  ].join('\n');
+}

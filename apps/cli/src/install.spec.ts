@@ -1,0 +1,72 @@
+import { addHooks, applyBlock, END, managedBlock, removeBlock, removeHooks, START } from './install';
+
+const block = managedBlock('@acme.bob');
+
+describe('managed block', () => {
+  it('appends after existing text with one blank line, and removes back to the same bytes', () => {
+    for (const original of ['# Project\n\nRules.\n', '']) {
+      const installed = applyBlock(original, block);
+      expect(installed).toContain(START);
+      expect(installed.startsWith(original)).toBe(true);
+      expect(removeBlock(installed)).toBe(original);
+    }
+  });
+
+  it('never touches the text before the block (odd endings are restored byte-exact by the install manifest)', () => {
+    for (const original of ['# Project\n\nRules.', '# Project\n\n']) {
+      const installed = applyBlock(original, block);
+      expect(installed.startsWith(original)).toBe(true);
+      expect(removeBlock(installed).trimEnd()).toBe(original.trimEnd());
+    }
+  });
+
+  it('replaces the block in place, keeping what is around it, and is idempotent', () => {
+    const text = `intro\n\n${START}\nold\n${END}\n\noutro\n`;
+    const once = applyBlock(text, block);
+    expect(once.startsWith('intro\n\n')).toBe(true);
+    expect(once.endsWith(`${END}\n\noutro\n`)).toBe(true);
+    expect(applyBlock(once, block)).toBe(once);
+    expect(removeBlock(once)).toBe('intro\n\n\noutro\n');
+  });
+
+  it('tells the agent when to check and how to reply and send receipts', () => {
+    expect(block).toMatch(/before a major decision/);
+    expect(block).toMatch(/after tests/);
+    expect(block).toMatch(/before your final answer/);
+    expect(block).toMatch(/OUTBOX\.md/);
+    expect(block).toMatch(/RECEIPTS\.md/);
+  });
+});
+
+describe('hook groups', () => {
+  const existing = {
+    model: 'x',
+    hooks: {
+      PostToolUse: [{ matcher: 'Write', hooks: [{ type: 'command', command: 'prettier --write' }] }],
+      Notification: [{ hooks: [{ type: 'command', command: 'notify-send hi' }] }],
+    },
+  };
+
+  it('adds one group per event and keeps every other group', () => {
+    const added = addHooks(existing);
+    const hooks = added.hooks as Record<string, Array<{ hooks: Array<{ command: string }> }>>;
+    expect(hooks.PostToolUse).toHaveLength(2);
+    expect(hooks.PostToolUse[0]).toEqual(existing.hooks.PostToolUse[0]);
+    expect(hooks.SessionStart[0].hooks[0].command).toBe('roost hook --event SessionStart');
+    expect(hooks.Stop[0].hooks[0].command).toBe('roost hook --event Stop');
+    expect(hooks.Notification).toEqual(existing.hooks.Notification);
+    expect(added.model).toBe('x');
+  });
+
+  it('is idempotent and removal restores the original structure', () => {
+    const added = addHooks(existing);
+    expect(addHooks(added)).toEqual(added);
+    expect(removeHooks(added)).toEqual(existing);
+    expect(removeHooks(addHooks({}))).toEqual({});
+  });
+
+  it('removes only roost commands from a group shared with another tool', () => {
+    const shared = { hooks: { Stop: [{ hooks: [{ type: 'command', command: 'say done' }, { type: 'command', command: 'roost hook --event Stop' }] }] } };
+    expect(removeHooks(shared)).toEqual({ hooks: { Stop: [{ hooks: [{ type: 'command', command: 'say done' }] }] } });
+  });
+});
