@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import type { Database } from './database';
 import type { DB } from './schema';
 import { InjectDatabase } from './tokens';
@@ -76,54 +76,24 @@ export class EnvelopesRepository {
 
   /** Insert envelopes (in id order); returns the ids that were new. An existing id is skipped. */
   async insertEnvelopes(trx: Tx, rows: readonly EnvelopeRow[]): Promise<Set<string>> {
-    const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : 1));
-    const result = await sql<{ id: string }>`
-      insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search, receipt_for, receipt_status, guard_override)
-      select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
-             array(select jsonb_array_elements_text(t.recipients::jsonb)),
-             t.self_addressed, to_tsvector('simple', t.search_text),
-               t.receipt_for, t.receipt_status, case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
-      from unnest(
-        ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
-        ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
-        ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
-        ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
-        ${sorted.map((r) => r.search_text)}::text[], ${sorted.map((r) => r.receipt_for)}::text[],
-          ${sorted.map((r) => r.receipt_status)}::text[], ${sorted.map((r) => (r.guard_override ? JSON.stringify(r.guard_override) : null))}::text[]
-      ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text, receipt_for, receipt_status, guard_override, n)
-      order by t.n
-      on conflict (id) do nothing
-      returning id`.execute(trx);
+    const result = await insertEnvelopesSql(rows).execute(trx);
     return new Set(result.rows.map((row) => row.id));
   }
 
   async insertEntries(trx: Tx, rows: readonly EntryRow[]): Promise<void> {
     if (rows.length === 0) return;
-    await sql`
-      insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
-      select * from unnest(
-        ${rows.map((r) => r.mailbox_id)}::bigint[], ${rows.map((r) => r.seq)}::bigint[],
-        ${rows.map((r) => r.envelope_id)}::text[], ${rows.map((r) => r.created_at)}::bigint[],
-        ${rows.map((r) => r.kind)}::text[]
-      )`.execute(trx);
+    await insertEntriesSql(rows).execute(trx);
   }
 
   async advanceMailboxes(trx: Tx, states: readonly MailboxState[]): Promise<void> {
     if (states.length === 0) return;
-    await sql`
-      update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
-      from unnest(
-        ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.last_seq)}::bigint[],
-        ${states.map((s) => s.last_created_at)}::bigint[]
-      ) as u(agent_id, last_seq, last_created_at)
-      where m.agent_id = u.agent_id`.execute(trx);
+    await advanceMailboxesSql(states).execute(trx);
   }
 
   /**
-   * The common case of an accept transaction in one statement: insert the envelopes, their mailbox
-   * entries and the mailboxes' new `last_seq`/`last_created_at` together. Returns the ids inserted;
-   * when an id already existed the caller must roll back (its entries would point at the other
-   * envelope) and take the statement-by-statement path.
+   * The common case of an accept transaction in one statement: the three statements above as
+   * data-modifying CTEs. Returns the ids inserted; when an id already existed the caller must roll
+   * back (its entries would point at the other envelope) and take the statement-by-statement path.
    */
   async insertAll(
     trx: Tx,
@@ -131,43 +101,10 @@ export class EnvelopesRepository {
     entries: readonly EntryRow[],
     states: readonly MailboxState[],
   ): Promise<Set<string>> {
-    const sorted = [...envelopes].sort((a, b) => (a.id < b.id ? -1 : 1));
     const result = await sql<{ id: string }>`
-      with inserted as (
-        insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search, receipt_for, receipt_status, guard_override)
-        select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
-               array(select jsonb_array_elements_text(t.recipients::jsonb)),
-               t.self_addressed, to_tsvector('simple', t.search_text),
-               t.receipt_for, t.receipt_status, case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
-        from unnest(
-          ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
-          ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
-          ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
-          ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
-          ${sorted.map((r) => r.search_text)}::text[], ${sorted.map((r) => r.receipt_for)}::text[],
-          ${sorted.map((r) => r.receipt_status)}::text[], ${sorted.map((r) => (r.guard_override ? JSON.stringify(r.guard_override) : null))}::text[]
-        ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text, receipt_for, receipt_status, guard_override, n)
-        order by t.n
-        on conflict (id) do nothing
-        returning id
-      ),
-      entries as (
-        insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
-        select * from unnest(
-          ${entries.map((r) => r.mailbox_id)}::bigint[], ${entries.map((r) => r.seq)}::bigint[],
-          ${entries.map((r) => r.envelope_id)}::text[], ${entries.map((r) => r.created_at)}::bigint[],
-          ${entries.map((r) => r.kind)}::text[]
-        )
-        where exists (select 1 from inserted)
-      ),
-      advanced as (
-        update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
-        from unnest(
-          ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.last_seq)}::bigint[],
-          ${states.map((s) => s.last_created_at)}::bigint[]
-        ) as u(agent_id, last_seq, last_created_at)
-        where m.agent_id = u.agent_id
-      )
+      with inserted as (${insertEnvelopesSql(envelopes)}),
+      entries as (${insertEntriesSql(entries)}),
+      advanced as (${advanceMailboxesSql(states)})
       select id from inserted`.execute(trx);
     return new Set(result.rows.map((row) => row.id));
   }
@@ -192,4 +129,49 @@ export class EnvelopesRepository {
       .where('id', '=', id)
       .executeTakeFirst();
   }
+}
+
+/** Envelopes in id order (a consistent lock order between concurrent batches); `returning id`. */
+function insertEnvelopesSql(rows: readonly EnvelopeRow[]): RawBuilder<{ id: string }> {
+  const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : 1));
+  const jsonOrNull = (value: string[] | null) => (value ? JSON.stringify(value) : null);
+  return sql<{ id: string }>`
+    insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search,
+                           receipt_for, receipt_status, guard_override)
+    select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
+           array(select jsonb_array_elements_text(t.recipients::jsonb)),
+           t.self_addressed, to_tsvector('simple', t.search_text), t.receipt_for, t.receipt_status,
+           case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
+    from unnest(
+      ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
+      ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
+      ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
+      ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
+      ${sorted.map((r) => r.search_text)}::text[], ${sorted.map((r) => r.receipt_for)}::text[],
+      ${sorted.map((r) => r.receipt_status)}::text[], ${sorted.map((r) => jsonOrNull(r.guard_override))}::text[]
+    ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text,
+                           receipt_for, receipt_status, guard_override, n)
+    order by t.n
+    on conflict (id) do nothing
+    returning id`;
+}
+
+function insertEntriesSql(rows: readonly EntryRow[]): RawBuilder<unknown> {
+  return sql`
+    insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
+    select * from unnest(
+      ${rows.map((r) => r.mailbox_id)}::bigint[], ${rows.map((r) => r.seq)}::bigint[],
+      ${rows.map((r) => r.envelope_id)}::text[], ${rows.map((r) => r.created_at)}::bigint[],
+      ${rows.map((r) => r.kind)}::text[]
+    )`;
+}
+
+function advanceMailboxesSql(states: readonly MailboxState[]): RawBuilder<unknown> {
+  return sql`
+    update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
+    from unnest(
+      ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.last_seq)}::bigint[],
+      ${states.map((s) => s.last_created_at)}::bigint[]
+    ) as u(agent_id, last_seq, last_created_at)
+    where m.agent_id = u.agent_id`;
 }
