@@ -1,10 +1,14 @@
 import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
+import { cliScenario } from './cli';
+import { triageScenario } from './triage';
 
 /** `npm run bench -- <scenario>`: each scenario prints one JSON line with its figures. */
 const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Record<string, unknown>>>> = {
   accept: () => acceptScenario(),
   catchup: () => catchupScenario(),
+  triage: () => triageScenario(),
+  cli: () => cliScenario(),
 };
 
 async function main(): Promise<void> {

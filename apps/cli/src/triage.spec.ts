@@ -28,7 +28,7 @@ describe('triage line', () => {
       },
       1_000_000,
     );
-    expect(line).toBe('2V4X6Y 0s @acme.alice "Deploy plan" text ~120t re cc+2 !secret rcpt:accepted sched');
+    expect(line).toBe('2V4X6Y 0s @acme.alice rcpt:accepted text ~120t cc+2 !secret sched');
   });
 
   it('cuts long subjects, flattens newlines and quotes, shows a dash for none', () => {

@@ -45,26 +45,71 @@ export function size(tokens: number | undefined): string {
   return `~${Math.round(tokens / 1000)}kt`;
 }
 
-/** One line, no newline; the subject loses a leading `Re:` (the `re` marker says it) and is cut at 36. */
-export function subjectText(subject: string | undefined): string {
+/** One line, no newline; the subject loses a leading `Re:` (the `re` marker says it) and is cut at `max` characters. */
+export function subjectText(subject: string | undefined, max = SUBJECT_MAX): string {
   if (subject === undefined) return '-';
   let text = subject.replace(/[\u0000-\u001f\u007f]+/g, ' ').replace(/\s+/g, ' ').trim();
   text = text.replace(/^(re|fwd?):\s*/i, '');
   if (text === '') return '-';
-  if ([...text].length > SUBJECT_MAX) text = `${[...text].slice(0, SUBJECT_MAX - 1).join('').trimEnd()}…`;
+  if ([...text].length > max) {
+    // Cut at a word boundary when one is near: a half word costs more tokens than it tells.
+    let cut = [...text].slice(0, max - 1).join('');
+    const space = cut.lastIndexOf(' ');
+    if (space >= cut.length * 0.6) cut = cut.slice(0, space);
+    text = `${cut.trimEnd()}…`;
+  }
   return `"${text.replace(/"/g, "'")}"`;
 }
 
+/** Token budget of one line (measured with o200k_base and cl100k_base by `npm run bench -- triage`). */
+export const LINE_TOKENS = 30;
+
+/**
+ * Conservative token costs of the fixed parts (o200k_base/cl100k_base): the subject gets what is
+ * left of the line's budget, at ~3.3 characters a token.
+ */
+const cost = {
+  id: 5,
+  age: 2,
+  handle: (handle: string) => Math.ceil(handle.length / 2.6),
+  type: 1,
+  size: 3,
+  marker: 1,
+  cc: 3,
+  flag: 3,
+  quotes: 2,
+};
+
 export function triageLine(header: TriageHeader, now: number = Date.now()): string {
-  const parts = [shortId(header.id), age(now - header.created_at), header.from, subjectText(header.subject), header.type_hint];
+  const head = [shortId(header.id), age(now - header.created_at), header.from];
+  const tail = [header.type_hint];
+  let used = cost.id + cost.age + cost.handle(header.from) + cost.type + cost.quotes;
   const sized = size(header.size_hint);
-  if (sized) parts.push(sized);
-  if (header.in_reply_to) parts.push('re');
-  if (header.cc?.length) parts.push(`cc+${header.cc.length}`);
-  for (const flag of header.flags ?? []) parts.push(`!${flag}`);
-  if (header.receipt) parts.push(`rcpt:${header.receipt.status}`);
-  if (header.schedule_id) parts.push('sched');
-  return parts.join(' ');
+  if (sized) {
+    tail.push(sized);
+    used += cost.size;
+  }
+  // A receipt is always a reply and rarely has a subject: its status takes the subject's place.
+  if (header.in_reply_to && !header.receipt) {
+    tail.push('re');
+    used += cost.marker;
+  }
+  if (header.cc?.length) {
+    tail.push(`cc+${header.cc.length}`);
+    used += cost.cc;
+  }
+  for (const flag of header.flags ?? []) {
+    tail.push(`!${flag}`);
+    used += cost.flag;
+  }
+  if (header.schedule_id) {
+    tail.push('sched');
+    used += cost.marker;
+  }
+  const subject = header.receipt
+    ? `rcpt:${header.receipt.status}`
+    : subjectText(header.subject, Math.max(4, Math.min(SUBJECT_MAX, Math.floor((LINE_TOKENS - used) * 3.3))));
+  return [...head, subject, ...tail].join(' ');
 }
 
 /** The block `roost inbox` prints: a count line, then one line per header. */
