@@ -90,7 +90,9 @@ export class RoostClient {
   async messages(ids: string[]): Promise<StoredEnvelope[]> {
     const out: StoredEnvelope[] = [];
     for (let i = 0; i < ids.length; i += 100) {
-      const page = await this.call<{ envelopes: StoredEnvelope[] }>('GET', '/messages', undefined, { ids: ids.slice(i, i + 100).join(',') });
+      // The comma must stay unencoded (ASMTP.md §3.4): the operator splits before percent-decoding.
+      const batch = ids.slice(i, i + 100).map(enc).join(',');
+      const page = await this.call<{ envelopes: StoredEnvelope[] }>('GET', `/messages?ids=${batch}`);
       out.push(...page.envelopes);
     }
     return out;

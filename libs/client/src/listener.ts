@@ -147,6 +147,11 @@ export class Listener {
     this.finish('stopped');
   }
 
+  /** Drop the current socket as a network failure would (tests, or a caller that knows better). */
+  dropConnection(): void {
+    this.connection?.ws.terminate();
+  }
+
   private end(reason: ListenerEnd): void {
     this.stopped = true;
     this.flush();
