@@ -44,6 +44,8 @@ export interface ListenerOptions {
   /** No frame and no ping for this long: the socket is presumed dead and reopened (default 75 s). */
   idleTimeoutMs?: number;
   pageSize?: number;
+  /** Backoff base and ceiling (default 1 s and 30 s, ASMTP.md §6.6). */
+  backoff?: { baseMs?: number; maxMs?: number };
   random?: () => number;
   userAgent?: string;
   onFrame(frame: DeliveredFrame, source: FrameSource): void | Promise<void>;
@@ -51,8 +53,8 @@ export interface ListenerOptions {
 }
 
 /** `min(1000·2^(n-1), 30000)` ms ± 30 % (ASMTP.md §6.6); n ≥ 1 is the count of failures in a row. */
-export function backoffDelay(failures: number, random: () => number = Math.random): number {
-  const base = Math.min(1000 * 2 ** Math.max(0, failures - 1), 30_000);
+export function backoffDelay(failures: number, random: () => number = Math.random, baseMs = 1000, maxMs = 30_000): number {
+  const base = Math.min(baseMs * 2 ** Math.max(0, failures - 1), maxMs);
   return Math.round(base * (1 + (random() * 2 - 1) * 0.3));
 }
 
@@ -177,7 +179,7 @@ export class Listener {
       if (outcome.kind === 'now') continue;
       failures++;
       if (this.options.maxAttempts !== undefined && failures >= this.options.maxAttempts) return this.end('gave_up');
-      const delayMs = backoffDelay(failures, this.options.random);
+      const delayMs = backoffDelay(failures, this.options.random, this.options.backoff?.baseMs, this.options.backoff?.maxMs);
       this.event({ type: 'retry', delayMs, failures });
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delayMs);
