@@ -8,3 +8,4 @@ export * from './query';
 export * from './receipts';
 export * from './schedules';
 export * from './tokens';
+export * from './guard/guard';

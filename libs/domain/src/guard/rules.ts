@@ -1,0 +1,173 @@
+/**
+ * Shared machinery of the content-guard detectors (EXTENSIONS.md §4). Pure, no I/O.
+ *
+ * ReDoS discipline for every pattern in this folder: each repeated class is either preceded by a
+ * literal / lookbehind that stops a match from starting inside a run of that class, or bounded
+ * (`{0,N}`); no nested quantifiers over overlapping classes. Patterns are compiled once, at load.
+ */
+
+/**
+ * One pattern of a detector. Two costs keep the guard cheap on the usual message, which matches
+ * nothing: a rule runs only when one of its `anchors` occurs in the text (all anchors of all
+ * detectors are found in one pass, see anchorScanner), and its pattern starts with a literal (no
+ * leading `\b`, class or lookbehind) so V8 can scan for that literal instead of trying every
+ * position. Word boundaries before a match go in `notAfter`.
+ */
+export interface Rule {
+  /** Short human description. A constant: never built from the matched text. */
+  readonly detail: string;
+  /** Lower-case literals; every match of `pattern` contains at least one (case-insensitively). */
+  readonly anchors: readonly string[];
+  /** Must carry the `g` flag (we iterate with `exec` and reset `lastIndex`). */
+  readonly pattern: RegExp;
+  /** A match whose preceding character matches this is not at a boundary and is skipped. */
+  readonly notAfter?: RegExp;
+  /** Extra check on a match; the rule fires on the first match it accepts. */
+  readonly accept?: (match: RegExpExecArray, text: string) => boolean;
+}
+
+/** The anchors found in one text. */
+export type Anchors = ReadonlySet<string>;
+
+const escapeRegExp = (literal: string): string => literal.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+
+/** A regex source matching exactly `words`, factored as a trie ("drop(?:database)?"), longest first. */
+function trieSource(words: readonly string[]): string {
+  interface Node {
+    end: boolean;
+    next: Map<string, Node>;
+  }
+  const root: Node = { end: false, next: new Map() };
+  for (const word of words) {
+    let node = root;
+    for (const ch of word) {
+      let child = node.next.get(ch);
+      if (child === undefined) node.next.set(ch, (child = { end: false, next: new Map() }));
+      node = child;
+    }
+    node.end = true;
+  }
+  const emit = (node: Node): string => {
+    const branches = [...node.next].map(([ch, child]) => escapeRegExp(ch) + emit(child));
+    if (branches.length === 0) return '';
+    const body = branches.length === 1 ? branches[0] : `(?:${branches.join('|')})`;
+    return node.end ? `(?:${body})?` : body;
+  };
+  return emit(root);
+}
+
+/**
+ * Compiles one case-insensitive pass that reports which of `anchors` occur in a text. It tries
+ * every position (a lookahead, so overlapping anchors are all seen); at one position only the
+ * longest anchor matches, so the shorter anchors it starts with are added with it.
+ */
+export function anchorScanner(anchors: Iterable<string>): (text: string) => Anchors {
+  const unique = [...new Set(anchors)];
+  const prefixes = new Map(unique.map((anchor) => [anchor, unique.filter((other) => anchor.startsWith(other))]));
+  const pattern = new RegExp(`(?=(${trieSource(unique)}))`, 'gi');
+  return (text) => {
+    const found = new Set<string>();
+    pattern.lastIndex = 0;
+    let match: RegExpExecArray | null;
+    while ((match = pattern.exec(text)) !== null) {
+      const anchor = match[1].toLowerCase();
+      if (!found.has(anchor)) for (const prefix of prefixes.get(anchor) ?? [anchor]) found.add(prefix);
+      pattern.lastIndex = match.index + 1;
+    }
+    return found;
+  };
+}
+
+/** The anchors of a rule table, for building a scanner. */
+export const anchorsOf = (rules: readonly Rule[]): string[] => [...new Set(rules.flatMap((rule) => rule.anchors))];
+
+/** True when the character before `index` is absent or not in `notAfter`. */
+export const atBoundary = (text: string, index: number, notAfter: RegExp): boolean =>
+  index === 0 || !notAfter.test(text[index - 1]);
+
+/** Detail of the first rule (in table order) with an anchor present and an accepted match, or null. */
+export function firstMatch(rules: readonly Rule[], text: string, present: Anchors): string | null {
+  for (const rule of rules) {
+    if (!rule.anchors.some((anchor) => present.has(anchor))) continue;
+    const { pattern, notAfter, accept } = rule;
+    pattern.lastIndex = 0;
+    let match: RegExpExecArray | null;
+    while ((match = pattern.exec(text)) !== null) {
+      if ((!notAfter || atBoundary(text, match.index, notAfter)) && (!accept || accept(match, text))) {
+        pattern.lastIndex = 0;
+        return rule.detail;
+      }
+      // A rejected match may overlap an acceptable one: resume one character later.
+      pattern.lastIndex = match.index + 1;
+    }
+  }
+  return null;
+}
+
+/**
+ * Values that announce themselves as not real: AWS's documented example keys, "dummy",
+ * "your-key-here", masks (xxxx, ***), template holes (<...>, ${...}, {{...}}), runs of one character.
+ */
+const PLACEHOLDER =
+  /example|dummy|placeholder|sample|fake|redacted|change[-_ ]?me|your[-_ ]?(?:api[-_ ]?)?(?:key|token|secret|password|pass)|(?:key|token|secret|password)[-_ ]?here|x{4}|\*{3}|\.\.\.|…|<[^>]{0,64}>|\{\{|\$\{|(.)\1{7}|0123456789|123456789|abcdefghij/i;
+
+export const isPlaceholder = (value: string): boolean => PLACEHOLDER.test(value);
+
+/** Shannon entropy in bits per character. */
+export function entropy(value: string): number {
+  if (value.length === 0) return 0;
+  const counts = new Map<string, number>();
+  for (const ch of value) counts.set(ch, (counts.get(ch) ?? 0) + 1);
+  let bits = 0;
+  for (const count of counts.values()) {
+    const p = count / value.length;
+    bits -= p * Math.log2(p);
+  }
+  return bits;
+}
+
+/** How many of lower, upper, digit, other appear. */
+export function characterClasses(value: string): number {
+  let lower = 0;
+  let upper = 0;
+  let digit = 0;
+  let other = 0;
+  for (let i = 0; i < value.length; i += 1) {
+    const c = value.charCodeAt(i);
+    if (c >= 97 && c <= 122) lower = 1;
+    else if (c >= 65 && c <= 90) upper = 1;
+    else if (c >= 48 && c <= 57) digit = 1;
+    else other = 1;
+  }
+  return lower + upper + digit + other;
+}
+
+/** A random-looking token: mixes character classes, spreads its characters, is not a placeholder. */
+export function looksRandom(value: string, minLength = 16): boolean {
+  if (value.length < minLength || isPlaceholder(value)) return false;
+  if (!/\d/.test(value) || !/[A-Za-z]/.test(value)) return false;
+  return entropy(value) >= 3;
+}
+
+/**
+ * Start of the clause that contains `index`: after the last sentence or clause break
+ * (. ! ? ; , newline, or the word "but") within `reach` characters before it.
+ */
+export function clauseBefore(text: string, index: number, reach = 80): string {
+  const start = Math.max(0, index - reach);
+  const before = text.slice(start, index);
+  const cut = Math.max(
+    before.lastIndexOf('.'),
+    before.lastIndexOf('!'),
+    before.lastIndexOf('?'),
+    before.lastIndexOf(';'),
+    before.lastIndexOf(','),
+    before.lastIndexOf('\n'),
+    before.toLowerCase().lastIndexOf(' but '),
+  );
+  return cut >= 0 ? before.slice(cut + 1) : before;
+}
+
+/** Words that turn an imperative into a warning, a rule or reported speech. */
+export const NEGATION =
+  /\b(?:never|not|don't|dont|do\s+not|doesn't|won't|will\s+not|shouldn't|should\s+not|must\s+not|mustn't|cannot|can't|no\s+one|nobody|avoid|refuse|asks?|asked|asking|if|unless|whether|phishing|scam)\b/i;
