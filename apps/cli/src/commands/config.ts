@@ -32,7 +32,9 @@ export function show(session: Session): void {
 }
 
 export function profile(session: Session, name: string, options: { url?: string; agent?: string; default?: boolean }): void {
-  const file = saveProfile(name, { url: options.url, agent: options.agent }, options.default === true);
+  // `--url` is also a global option; commander hands it to whichever level parsed it.
+  const url = options.url ?? session.options.url;
+  const file = saveProfile(name, { url: url?.replace(/\/+$/, ''), agent: options.agent ?? session.options.as }, options.default === true);
   session.print.out(`saved profile ${name} in ${file}`, { profile: name, file });
 }
 
