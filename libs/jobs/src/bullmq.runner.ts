@@ -19,6 +19,8 @@ const QUEUE = 'roost-jobs';
 export class BullMqJobRunner extends JobRunner {
   private readonly logger = new Logger('jobs');
   private readonly connection: Redis;
+  /** The worker's own connection: BullMQ never closes a connection it was handed. */
+  private workerConnection: Redis | undefined;
   private queue: Queue | undefined;
   private worker: Worker | undefined;
 
@@ -40,6 +42,7 @@ export class BullMqJobRunner extends JobRunner {
         opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } },
       });
     }
+    this.workerConnection = this.connection.duplicate();
     this.worker = new Worker(
       QUEUE,
       async (bullJob: Job) => {
@@ -55,7 +58,7 @@ export class BullMqJobRunner extends JobRunner {
         }
       },
       {
-        connection: this.connection.duplicate(),
+        connection: this.workerConnection,
         prefix,
         concurrency: Math.max(1, jobs.length),
         removeOnComplete: { count: 100 },
@@ -69,6 +72,7 @@ export class BullMqJobRunner extends JobRunner {
   async stop(): Promise<void> {
     await this.worker?.close();
     await this.queue?.close();
+    this.workerConnection?.disconnect();
     this.connection.disconnect();
   }
 
