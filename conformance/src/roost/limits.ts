@@ -1,0 +1,32 @@
+import { eq, Failure, ok } from '../assert';
+import type { Reply } from '../http';
+import { sleep } from '../ulid';
+import { roost } from './quirks';
+
+/** EXTENSIONS.md §7: the per-agent rate limit (token bucket, default 100/s sustained, burst 300). */
+
+const MAX_REQUESTS = 1_500;
+const CONCURRENCY = 32;
+
+roost('limits.rate-limit', 'a burst past the bucket gets 429 RATE_LIMITED with Retry-After; other agents are unaffected; the agent recovers', async (t) => {
+  const { hot, cool } = await t.agents('hot', 'cool');
+  let limited: Reply | undefined;
+  let sent = 0;
+  const started = Date.now();
+  const worker = async () => {
+    while (!limited && sent < MAX_REQUESTS) {
+      sent++;
+      const reply = await t.http.get('/mailbox?limit=1', hot.token, { retryRateLimited: false });
+      if (reply.status === 429) limited ??= reply;
+      else if (reply.status !== 200) throw new Failure(`GET /mailbox → ${reply.status} during the burst`);
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+  if (!limited) return t.skip(`no 429 after ${sent} requests in ${Date.now() - started} ms: the rate limit is disabled (ROOST_RATE_LIMIT_PER_S=0) or above that rate`);
+  eq(limited.body.error.code, 'RATE_LIMITED', 'the 429 code');
+  const retryAfter = limited.headers.get('retry-after');
+  ok(retryAfter !== null && /^[1-9][0-9]*$/.test(retryAfter), `Retry-After ${retryAfter} is not a positive integer of seconds`);
+  eq((await t.http.get('/mailbox?limit=1', cool.token, { retryRateLimited: false })).status, 200, 'another agent during the limit');
+  await sleep(Number(retryAfter) * 1000);
+  eq((await t.http.get('/mailbox?limit=1', hot.token, { retryRateLimited: false })).status, 200, 'the limited agent after Retry-After');
+});
