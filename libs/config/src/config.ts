@@ -59,6 +59,10 @@ export interface Config {
     /** Rows deleted per statement (bounded batches keep locks short). */
     batchSize: number;
   };
+  guard: {
+    /** Content above this many bytes is flagged `large`. */
+    largeBytes: number;
+  };
   rateLimit: {
     /** Sustained requests per second per agent; 0 disables the limit. */
     perSecond: number;
@@ -205,6 +209,9 @@ export function loadConfig(env: Env = process.env): Config {
     retention: {
       intervalMs: integer(env, 'ROOST_RETENTION_INTERVAL_MS', 60_000, 100, 24 * 3_600_000),
       batchSize: integer(env, 'ROOST_RETENTION_BATCH', 5_000, 1, 1_000_000),
+    },
+    guard: {
+      largeBytes: integer(env, 'ROOST_GUARD_LARGE_BYTES', 16 * 1024, 1, 1024 * 1024 * 1024),
     },
     rateLimit: {
       perSecond: integer(env, 'ROOST_RATE_LIMIT_PER_S', 100, 0, 1_000_000),

@@ -15,10 +15,12 @@ import {
   typeHintOf,
   type Agent,
   type HeaderExtensions,
+  type GuardFinding,
   type PostedEnvelope,
   type ReceiptClaim,
 } from '#domain';
 import { AcceptBatcher, type AcceptJob } from './accept-batcher';
+import { ContentGuard } from './content-guard';
 import { parsePostedEnvelope, resolveFileParts, searchTextOf } from './envelope-input';
 
 /** The `202` body of ASMTP.md §2.5 step 8. */
@@ -51,6 +53,7 @@ export class AcceptService {
     private readonly agents: AgentsRepository,
     private readonly envelopes: EnvelopesRepository,
     private readonly receipts: ReceiptsRepository,
+    private readonly guard: ContentGuard,
     private readonly batcher: AcceptBatcher,
     private readonly bus: FrameBus,
     private readonly metrics: Metrics,
@@ -80,14 +83,21 @@ export class AcceptService {
   }
 
   async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
-    const { job, handles } = await this.prepare(sender, posted, options);
+    const { job, handles, warnings } = await this.prepare(sender, posted, options);
+    const withWarnings = (accepted: Accepted): Accepted => (warnings.length > 0 ? { ...accepted, warnings } : accepted);
     for (let attempt = 0; attempt < 3; attempt++) {
       const outcome = await this.batcher.submit(job);
       if (outcome.kind === 'stored') {
         this.metrics.recipientsPerEnvelope.observe(job.recipients.length);
         this.publish(job, posted, outcome.createdAt, outcome.header, outcome.entries, sender.id);
+        if (job.receipt) this.metrics.receipts.inc({ status: job.receipt.status });
         return {
-          accepted: { id: posted.id, received_ms: outcome.receivedMs, created_at: outcome.createdAt, recipients: handles.map((handle) => ({ handle })) },
+          accepted: withWarnings({
+            id: posted.id,
+            received_ms: outcome.receivedMs,
+            created_at: outcome.createdAt,
+            recipients: handles.map((handle) => ({ handle })),
+          }),
           replay: false,
         };
       }
@@ -100,12 +110,12 @@ export class AcceptService {
         throw new AsmtpError(409, 'RETRY_MISMATCH', 'envelope id was already used with a different body');
       }
       return {
-        accepted: {
+        accepted: withWarnings({
           id: existing.id,
           received_ms: existing.received_ms,
           created_at: existing.created_at,
           recipients: existing.recipients.map((handle) => ({ handle })),
-        },
+        }),
         replay: true,
       };
     }
@@ -117,17 +127,19 @@ export class AcceptService {
     sender: Agent,
     posted: PostedEnvelope,
     options: AcceptOptions,
-  ): Promise<{ job: AcceptJob; handles: string[] }> {
+  ): Promise<{ job: AcceptJob; handles: string[]; warnings: GuardFinding[] }> {
     const handles = expandRecipients(posted.to, posted.cc);
     const receipt = receiptOf(posted.content_parts);
     if (receipt) await this.checkReceipt(sender, receipt, handles);
     const recipients = await this.admittedRecipients(sender, handles);
+    const verdict = await this.guard.review(sender, posted);
 
     const { parts, fileIds } = resolveFileParts(posted.content_parts, this.config.publicUrl);
     const stored = storedEnvelopeOf(posted, sender.handle, parts);
     const to = new Set(posted.to);
     const extensions: HeaderExtensions = { ...options.extensions };
     if (receipt) extensions.receipt = { envelope_id: receipt.envelope_id, status: receipt.status };
+    if (verdict.flags.length > 0) extensions.flags = verdict.flags;
     const job: AcceptJob = {
       envelopeId: posted.id,
       senderId: sender.id,
@@ -144,8 +156,9 @@ export class AcceptService {
       searchText: searchTextOf(posted),
       fileIds,
       ...(receipt ? { receipt: { envelope_id: receipt.envelope_id, status: receipt.status } } : {}),
+      ...(verdict.override ? { guardOverride: verdict.override } : {}),
     };
-    return { job, handles };
+    return { job, handles, warnings: verdict.warnings };
   }
 
   /**

@@ -3,13 +3,14 @@ import { AcceptBatcher } from './accept-batcher';
 import { AcceptService } from './accept.service';
 import { AuthService } from './auth.service';
 import { Clock } from './clock';
+import { ContentGuard } from './content-guard';
 import { RateLimiter } from './rate-limiter';
 import { AdminGuard, AgentGuard } from './guards';
 
 /** Services more than one role needs: authentication and the accept path. */
 @Global()
 @Module({
-  providers: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter],
-  exports: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter],
+  providers: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard],
+  exports: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard],
 })
 export class CoreModule {}

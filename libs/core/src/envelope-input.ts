@@ -19,6 +19,7 @@ export function parsePostedEnvelope(input: Record<string, unknown>): PostedEnvel
   if (body.in_reply_to !== undefined) posted.in_reply_to = body.in_reply_to as string;
   if (body.references !== undefined) posted.references = body.references as string[];
   if (body.monitor !== undefined && body.monitor !== null) posted.monitor = body.monitor as string;
+  if (body.allow_warnings !== undefined) posted.allow_warnings = body.allow_warnings as string[];
   const references = posted.references ?? [];
   if (references.length > 0 && posted.in_reply_to !== undefined && references.at(-1) !== posted.in_reply_to) {
     throw badRequest('INVALID_REFERENCES', 'the last reference must equal in_reply_to');

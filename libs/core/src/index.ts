@@ -2,6 +2,7 @@ export * from './accept-batcher';
 export * from './accept.service';
 export * from './auth.service';
 export * from './clock';
+export * from './content-guard';
 export * from './core.module';
 export * from './envelope-input';
 export * from './guards';

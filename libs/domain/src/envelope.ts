@@ -19,6 +19,8 @@ export interface PostedEnvelope {
   date_ms: number;
   content_parts: ContentPart[];
   monitor?: string;
+  /** Roost: content guard codes the sender overrides in block mode (never stored). */
+  allow_warnings?: string[];
 }
 
 /** The stored body returned by `GET /messages/{id}`, in the reference key order. */

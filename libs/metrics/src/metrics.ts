@@ -123,6 +123,20 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly receipts = new Counter({
+    name: 'roost_receipts_total',
+    help: 'Receipts stored, by status.',
+    labelNames: ['status'],
+    registers: [this.registry],
+  });
+
+  readonly guardFindings = new Counter({
+    name: 'roost_guard_findings_total',
+    help: 'Content guard findings by code and outcome (warned, blocked, overridden).',
+    labelNames: ['code', 'outcome'],
+    registers: [this.registry],
+  });
+
   readonly jobDuration = new Histogram({
     name: 'roost_job_duration_seconds',
     help: 'Worker job run duration by job.',
