@@ -2,6 +2,7 @@ import pg from 'pg';
 import { ulid } from '#domain';
 import type { Reply } from '../support/client';
 import { envelope, startOperator, type TestOperator } from '../support/operator';
+import { counts as countRows, type Counts } from '../support/state';
 
 /**
  * DESIGN.md invariant 6: bad input gets a precise 4xx with the ASMTP error body and changes
@@ -47,37 +48,9 @@ let unreadId: string;
 /** A pending file of alice's: a refused send must not claim it. */
 let pendingFileId: string;
 
-interface Snapshot {
-  envelopes: number;
-  mailbox_entries: number;
-  read_entries: number;
-  agents: number;
-  files: number;
-  claimed_files: number;
-  blocks: number;
-  orgs: number;
-  /** Every column of every agent (profile, policy, allowlist, token hash, updated_at). */
-  agents_digest: string;
-  /** Every mailbox's `last_seq` and `last_created_at`. */
-  mailboxes_digest: string;
-}
+type Snapshot = Counts;
 
-/** Row counts (and digests of the rows a refused PATCH could touch), read directly in Postgres. */
-async function counts(): Promise<Snapshot> {
-  const { rows } = await db.query<Snapshot>(`
-    select
-      (select count(*) from envelopes)::int as envelopes,
-      (select count(*) from mailbox_entries)::int as mailbox_entries,
-      (select count(*) from mailbox_entries where read)::int as read_entries,
-      (select count(*) from agents)::int as agents,
-      (select count(*) from files)::int as files,
-      (select count(*) from files where envelope_id is not null)::int as claimed_files,
-      (select count(*) from blocks)::int as blocks,
-      (select count(*) from orgs)::int as orgs,
-      (select md5(coalesce(string_agg(a::text, '|' order by a.id), '')) from agents a) as agents_digest,
-      (select md5(coalesce(string_agg(m::text, '|' order by m.agent_id), '')) from mailboxes m) as mailboxes_digest`);
-  return rows[0];
-}
+const counts = (): Promise<Snapshot> => countRows(db);
 
 /** Run `call`, then assert it answered `status`/`code` with the ASMTP error body and changed nothing. */
 async function refused(call: () => Promise<Reply>, status: number, code: string): Promise<Reply> {

@@ -104,32 +104,45 @@ describe('search', () => {
       expect(handlesOf(await op.client.get(`/search?q=${o}&limit=2`, caller.token))).toEqual(visible.slice(0, 2));
     });
 
-    it('#92 paging with next_cursor covers every visible match once; a page can be short but never shows a hidden agent', async () => {
+    it('#92 paging with next_cursor covers every visible match once; the cursor never names a hidden agent', async () => {
       const o = owner();
       const caller = await agent(`@${o}.caller`);
       const names = ['a1', 'a2', 'b1', 'b2', 'c1', 'c2', 'd1'];
       const made = [];
       for (const name of names) made.push(await agent(`@${o}.${name}`, { visibility: name.endsWith('1') ? 'public' : 'private' }));
-      const all = [caller, ...made].map((a) => a.handle).sort();
       const visible = [caller, ...made.filter((a) => a.handle.endsWith('1'))].map((a) => a.handle).sort();
 
       const seen: string[] = [];
       let cursor: string | null = null;
-      let candidates = 0;
+      let pages = 0;
       do {
         const query: string = `/search/agents?q=${o}&limit=2${cursor ? `&cursor=${cursor}` : ''}`;
         const reply = await op.client.get(query, caller.token);
         expect(reply.status).toBe(200);
-        seen.push(...handlesOf(reply));
+        const page = handlesOf(reply);
+        seen.push(...page);
         cursor = reply.body.next_cursor;
-        candidates += 2;
         if (cursor !== null) {
-          // The cursor stands for the last candidate fetched, visible or not.
-          expect(Buffer.from(cursor, 'base64url').toString('utf8')).toBe(all[candidates - 1]);
+          // A page with a cursor is full, and the cursor stands for its last (visible) agent: a
+          // cursor naming a hidden candidate would reveal that the hidden agent exists.
+          expect(page).toHaveLength(2);
+          expect(Buffer.from(cursor, 'base64url').toString('utf8')).toBe(page[1]);
         }
-        expect(candidates).toBeLessThan(40);
+        expect(++pages).toBeLessThan(20);
       } while (cursor !== null);
       expect(seen).toEqual(visible);
+    });
+
+    it('#92 a stranger cannot tell a hidden match from no match: same page, same cursor', async () => {
+      const o = owner();
+      const caller = await agent(`@${o}x.caller`);
+      await agent(`@${o}.hidden`);
+      for (const limit of [1, 2, 20]) {
+        const hidden = await op.client.get(`/search/agents?q=${o}.hid&limit=${limit}`, caller.token);
+        const none = await op.client.get(`/search/agents?q=${o}.zzz&limit=${limit}`, caller.token);
+        expect(hidden.text).toBe(none.text);
+        expect(hidden.body).toEqual({ agents: [], next_cursor: null });
+      }
     });
   });
 

@@ -10,6 +10,10 @@ const agentHit = (agent: Agent) => ({
   image_url: null,
 });
 
+/** Candidates fetched per query while filling a page of visible agents, and at most this many queries. */
+const SCAN_BATCH = 100;
+const SCAN_BATCHES = 20;
+
 /** Discovery search and message search (ASMTP.md §3.9); invisible items are silently filtered. */
 @Injectable()
 export class SearchService {
@@ -18,15 +22,35 @@ export class SearchService {
     private readonly search: SearchRepository,
   ) {}
 
-  /** `limit` candidates by handle, then the visibility filter: a page may be short yet have a cursor. */
+  /**
+   * Up to `limit` agents visible to the caller, by handle. The cursor names the last agent returned
+   * (one the caller sees), never a candidate it may not see: a cursor, or a short page that still
+   * has one, would otherwise reveal that a hidden agent matching `q` exists (DESIGN.md invariant 7).
+   */
   async agentsPage(caller: Agent, query: SearchQuery) {
-    const after = query.cursor === undefined ? undefined : Buffer.from(query.cursor, 'base64url').toString('utf8');
+    const cursor = query.cursor === undefined ? undefined : Buffer.from(query.cursor, 'base64url').toString('utf8');
     // Handles hold no NUL (nor can Postgres text), so `handle > 'a\0…'` is exactly `handle > 'a'`.
-    const candidates = await this.candidates(query.q, query.limit, after?.split('\u0000')[0]);
-    const last = candidates.at(-1);
+    let after = cursor?.split('\u0000')[0];
+    const visible: Agent[] = [];
+    let exhausted = false;
+    for (let batch = 0; batch < SCAN_BATCHES && visible.length < query.limit; batch++) {
+      const candidates = await this.candidates(query.q, SCAN_BATCH, after);
+      for (const agent of candidates) {
+        if (isVisibleTo(agent, caller.handle)) visible.push(agent);
+        if (visible.length === query.limit) break;
+      }
+      after = candidates.at(-1)?.handle;
+      if (candidates.length < SCAN_BATCH) {
+        exhausted = true;
+        break;
+      }
+    }
+    const last = visible.at(-1);
+    // Past the scan bound with a short page, continue from the last visible agent (or stop).
+    const more = visible.length === query.limit || (!exhausted && last !== undefined);
     return {
-      agents: candidates.filter((agent) => isVisibleTo(agent, caller.handle)).map(agentHit),
-      next_cursor: candidates.length === query.limit && last ? Buffer.from(last.handle, 'utf8').toString('base64url') : null,
+      agents: visible.map(agentHit),
+      next_cursor: more && last ? Buffer.from(last.handle, 'utf8').toString('base64url') : null,
     };
   }
 
