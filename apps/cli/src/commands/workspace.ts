@@ -140,6 +140,7 @@ function parseJsonFile(text: string | null, file: string): Record<string, unknow
 
 export function install(session: Session, options: { dir?: string; claude?: boolean; codex?: boolean; command?: string }): void {
   const root = resolve(options.dir ?? process.cwd());
+  mkdirSync(root, { recursive: true });
   const manifestFile = join(root, MANIFEST);
   const manifest: Manifest = existsSync(manifestFile)
     ? (JSON.parse(readFileSync(manifestFile, 'utf8')) as Manifest)

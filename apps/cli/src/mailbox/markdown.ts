@@ -66,19 +66,23 @@ function lineAt(source: string, offset: number): number {
 }
 
 function buildBlock(heading: string, line: number, raw: string, tokens: Token[], metaKeys: readonly string[]): RawBlock {
-  const content = tokens.filter((t) => t.type !== 'space');
+  // Offsets inside the block: the body is the exact source after the heading and metadata.
+  let offset = raw.length - tokens.reduce((sum, t) => sum + t.raw.length, 0);
+  let index = 0;
+  while (tokens[index]?.type === 'space') offset += tokens[index++].raw.length;
   const meta: Record<string, string> = {};
-  let rest = content;
-  const first = content[0];
+  const first = tokens[index];
   if (first?.type === 'paragraph') {
     const lines = (first as Tokens.Paragraph).raw.trim().split('\n');
     const parsed = lines.map((l) => META_LINE.exec(l.trim()));
     if (parsed.every((m) => m !== null && metaKeys.includes(m[1]))) {
       for (const m of parsed) meta[m![1]] = m![2].trim();
-      rest = content.slice(1);
+      offset += first.raw.length;
+      index++;
     }
   }
-  const body = rest.map((t) => t.raw).join('\n').replace(/\n{3,}/g, '\n\n').trim();
+  const rest = tokens.slice(index).filter((t) => t.type !== 'space');
+  const body = raw.slice(offset).trim();
   const code = rest.length === 1 && rest[0].type === 'code' ? (rest[0] as Tokens.Code).text : undefined;
   return { heading, line, meta, body, code, raw };
 }
