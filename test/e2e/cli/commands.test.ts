@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startOperator, type TestOperator } from '../../support/operator';
+import { freePort } from '../../support/processes';
 import { cliHome, until, type CliHome } from './support';
 
 /** Every `roost` command as a real process against an operator, in temp XDG folders. */
@@ -242,5 +243,29 @@ describe('samp bridge', () => {
     expect(existsSync(join(out, 'log-ben.jsonl'))).toBe(true);
     await home.ok(['--as', '@samp.ben', 'samp', 'export', out]);
     expect(readFileSync(join(out, 'log-ann.jsonl'), 'utf8').trim().split('\n')).toHaveLength(2);
+  });
+});
+
+describe('serve', () => {
+  it('runs the embedded operator, points the profile at it and keeps its admin token for the CLI', async () => {
+    const fresh = cliHome();
+    const port = await freePort();
+    const child = fresh.spawn(['serve', '--port', String(port), '--data-dir', join(fresh.dir, 'data')]);
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    try {
+      await until(() => stderr.includes('listening on'), 60_000, `roost serve to listen (${stderr})`);
+      expect(stdout).toContain('admin token (shown once');
+      expect(statSync(join(fresh.dir, 'data', 'admin-token')).mode & 0o777).toBe(0o600);
+      await fresh.ok(['admin', 'agent', 'create', '@serve.one', '--policy', 'open']);
+      await fresh.ok(['admin', 'agent', 'create', '@serve.two', '--policy', 'open']);
+      await fresh.ok(['--as', '@serve.one', 'send', '@serve.two', '-t', 'hi']);
+      expect(await fresh.ok(['--as', '@serve.two', 'inbox'])).toMatch(/@serve\.one/);
+    } finally {
+      child.kill('SIGTERM');
+    }
+    expect(await new Promise((done) => child.on('close', done))).toBe(0);
   });
 });
