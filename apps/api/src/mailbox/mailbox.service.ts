@@ -1,15 +1,29 @@
 import { Injectable } from '@nestjs/common';
 import { MailboxRepository } from '#db';
 import { headerWithDirection, type Agent, type Cursor, type MailboxQuery } from '#domain';
+import { Metrics } from '#metrics';
 import { validateRequest } from '#schemas';
 
 /** Mailbox listings (ASMTP.md §3.5) and read marks (§3.6). Listing never changes read state. */
 @Injectable()
 export class MailboxService {
-  constructor(private readonly mailbox: MailboxRepository) {}
+  constructor(
+    private readonly mailbox: MailboxRepository,
+    private readonly metrics: Metrics,
+  ) {}
 
-  /** The page as JSON text: stored header texts are concatenated, never re-serialised. */
+  /** The page as JSON text, timed as `roost_mailbox_list_duration_seconds{direction}` (success or not). */
   async list(agent: Agent, query: MailboxQuery): Promise<string> {
+    const stop = this.metrics.mailboxListDuration.startTimer({ direction: query.direction });
+    try {
+      return await this.page(agent, query);
+    } finally {
+      stop();
+    }
+  }
+
+  /** Stored header texts are concatenated, never re-serialised. */
+  private async page(agent: Agent, query: MailboxQuery): Promise<string> {
     const page = { order: query.order, limit: query.limit, after: query.after };
     let headers: string[];
     let last: Cursor | undefined;
