@@ -7,7 +7,7 @@ import { ulid } from '#domain';
 import { createRoostApp } from '../../apps/roost/src/bootstrap';
 import { TestClient } from './client';
 import { createTestDatabase } from './database';
-import { testBackend } from './services';
+import { testBackend, testRedisUrl } from './services';
 
 export interface TestOperator {
   url: string;
@@ -25,6 +25,8 @@ export interface OperatorOptions {
   env?: Record<string, string>;
   /** Reuse a database (several operator processes sharing one Postgres). */
   databaseUrl?: string;
+  /** Fan out through the test Redis (own key prefix) instead of the in-process bus. Postgres only. */
+  redis?: boolean;
 }
 
 /** An in-process operator on loopback with its own database: Postgres (default) or PGlite. */
@@ -43,9 +45,14 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Test
   const config = loadConfig({
     ROOST_ADMIN_TOKEN: adminToken,
     ROOST_LOG_LEVEL: 'silent',
+    // Tests send in bursts; the limiter has its own tests, which set the limit explicitly.
+    ROOST_RATE_LIMIT_PER_S: '0',
     PORT: '0',
     ...(databaseUrl && backend === 'postgres' ? { DATABASE_URL: databaseUrl } : {}),
     ...(dataDir ? { ROOST_DATA_DIR: dataDir } : {}),
+    ...(options.redis && backend === 'postgres'
+      ? { REDIS_URL: testRedisUrl(), ROOST_REDIS_PREFIX: `roost-test:${ulid()}:` }
+      : {}),
     ...options.env,
   });
   const app = await createRoostApp(config);

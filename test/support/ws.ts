@@ -26,8 +26,14 @@ export interface ConnectOptions {
 export class Listener {
   readonly frames: any[] = [];
   readonly raw: string[] = [];
+  /** Frames that broke their wire schema; `until` fails once there is one. */
+  readonly violations: string[] = [];
+  /** Status of the upgrade response (101 when accepted). */
+  upgradeStatus: number | undefined;
   closeCode: number | undefined;
   closeReason = '';
+  /** `Date.now()` when the close was observed. */
+  closedAt: number | undefined;
   private waiters: Array<() => void> = [];
 
   constructor(readonly ws: WebSocket) {
@@ -37,7 +43,8 @@ export class Listener {
       const schema = frame.op === 'envelope.notify' ? 'header' : frame.op === 'monitor.fact' ? 'monitor-fact' : undefined;
       if (schema) {
         const violations = responseViolations(schema, frame);
-        if (violations.length > 0) throw new Error(`frame violates ${schema}: ${violations.join('; ')}\n${text}`);
+        // Thrown from a socket event this would crash the run; recorded, it fails the next `until`.
+        if (violations.length > 0) this.violations.push(`frame violates ${schema}: ${violations.join('; ')}\n${text}`);
       }
       this.raw.push(text);
       this.frames.push(frame);
@@ -46,8 +53,10 @@ export class Listener {
     ws.on('close', (code, reason) => {
       this.closeCode = code;
       this.closeReason = reason.toString();
+      this.closedAt = Date.now();
       this.notify();
     });
+    ws.on('upgrade', (response) => (this.upgradeStatus = response.statusCode));
     ws.on('error', () => undefined);
   }
 
@@ -62,10 +71,17 @@ export class Listener {
     return this.frames.filter((frame) => frame.op === 'envelope.notify');
   }
 
+  /** Ids of the `envelope.notify` frames, in arrival order. */
+  get ids(): string[] {
+    return this.notifies.map((frame) => frame.id as string);
+  }
+
   /** Wait until `predicate()` holds (re-checked on every frame and on close). */
   async until(predicate: () => boolean, timeoutMs = 5_000, what = 'condition'): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    while (!predicate()) {
+    for (;;) {
+      if (this.violations.length > 0) throw new Error(this.violations.join('\n'));
+      if (predicate()) return;
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; ${this.frames.length} frames, close ${this.closeCode}`);
       await new Promise<void>((resolve) => {

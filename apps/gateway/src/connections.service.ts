@@ -96,12 +96,12 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     let connections = this.byMailbox.get(connection.mailboxId);
     if (!connections) this.byMailbox.set(connection.mailboxId, (connections = new Set()));
     connections.add(connection);
-    this.bus.hold(connection.mailboxId);
+    const held = this.bus.hold(connection.mailboxId);
     this.metrics.wsConnections.inc();
     ws.on('pong', () => (connection.missedPongs = 0));
     ws.on('close', () => this.forget(connection));
     ws.on('error', () => undefined);
-    void this.start(connection, auth.cursor);
+    void this.start(connection, auth.cursor, held);
   }
 
   // --- FrameSubscriber -------------------------------------------------------------------
@@ -130,8 +130,10 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
 
   // --- delivery ----------------------------------------------------------------------------
 
-  private async start(connection: Connection, cursor: Cursor | undefined): Promise<void> {
+  private async start(connection: Connection, cursor: Cursor | undefined, held: Promise<void>): Promise<void> {
     try {
+      // The starting `seq` is read only once the bus delivers this mailbox's frames: no gap between.
+      await held;
       if (cursor) await this.replay(connection, cursor);
       else connection.lastSeq = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
       connection.state = 'live';

@@ -48,8 +48,12 @@ export abstract class FrameBus {
   abstract publishControl(control: AgentControl): Promise<void>;
   /** Start delivering to `subscriber` (one per gateway process). */
   abstract subscribe(subscriber: FrameSubscriber): void;
-  /** The gateway now holds (or no longer holds) sockets of this mailbox. */
-  abstract hold(mailboxId: number): void;
+  /**
+   * The gateway now holds sockets of this mailbox. Resolves once every frame published from then on
+   * reaches the subscriber, so a socket reads its starting `seq` only after that (never rejects).
+   */
+  abstract hold(mailboxId: number): Promise<void>;
+  /** The gateway no longer holds sockets of this mailbox. */
   abstract release(mailboxId: number): void;
   /** Drop frames older than `maxAgeMs` (gateways backfill from Postgres anyway); returns entries removed. */
   abstract trim(maxAgeMs: number): Promise<number>;

@@ -21,7 +21,8 @@ export class InProcessFrameBus extends FrameBus {
     this.subscriber = subscriber;
   }
 
-  hold(): void {}
+  /** Publishing hands frames over synchronously: holding takes effect at once. */
+  async hold(): Promise<void> {}
 
   release(): void {}
 

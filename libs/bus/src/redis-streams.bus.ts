@@ -35,8 +35,11 @@ export class RedisFrameBus extends FrameBus {
   private readonly heldPartitions = new Map<number, number>();
   /** Last stream id read per partition; a newly held partition starts at the stream's tail. */
   private readonly lastIds = new Map<number, string>();
+  /** Newly held partitions whose tail is being read (shared by concurrent holders). */
+  private readonly attaching = new Map<number, Promise<void>>();
   private running = false;
   private loop: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
 
   constructor(private readonly options: RedisBusOptions) {
     super();
@@ -117,11 +120,37 @@ export class RedisFrameBus extends FrameBus {
     this.loop = this.readLoop();
   }
 
-  hold(mailboxId: number): void {
-    this.heldMailboxes.set(mailboxId, (this.heldMailboxes.get(mailboxId) ?? 0) + 1);
-    if (this.heldMailboxes.get(mailboxId) !== 1) return;
+  hold(mailboxId: number): Promise<void> {
     const partition = this.partitionOf(mailboxId);
-    this.heldPartitions.set(partition, (this.heldPartitions.get(partition) ?? 0) + 1);
+    this.heldMailboxes.set(mailboxId, (this.heldMailboxes.get(mailboxId) ?? 0) + 1);
+    if (this.heldMailboxes.get(mailboxId) === 1) {
+      this.heldPartitions.set(partition, (this.heldPartitions.get(partition) ?? 0) + 1);
+    }
+    return this.attach(partition);
+  }
+
+  /**
+   * Fix where reading a newly held partition starts (its tail now) before the caller reads its
+   * starting `seq`: frames published later are read, earlier ones are covered by that `seq`.
+   * Reading the tail lazily in the read loop instead lost every frame published in between.
+   */
+  private attach(partition: number): Promise<void> {
+    if (this.lastIds.has(partition)) return Promise.resolve();
+    let pending = this.attaching.get(partition);
+    if (!pending) {
+      pending = this.tailId(this.commands, partition)
+        .then((id) => {
+          if (this.heldPartitions.has(partition) && !this.lastIds.has(partition)) this.lastIds.set(partition, id);
+        })
+        // Redis is failing: the read loop takes the tail itself and the gateway's sweep fills the gap.
+        .catch(() => this.options.onError?.('read'))
+        .finally(() => {
+          this.attaching.delete(partition);
+          this.wake?.();
+        });
+      this.attaching.set(partition, pending);
+    }
+    return pending;
   }
 
   release(mailboxId: number): void {
@@ -162,14 +191,14 @@ export class RedisFrameBus extends FrameBus {
     let failing = false;
     let backoff = 100;
     while (this.running) {
-      const partitions = [...this.heldPartitions.keys()];
+      const partitions = [...this.heldPartitions.keys()].filter((partition) => !this.attaching.has(partition));
       if (partitions.length === 0) {
-        await sleep(READ_BLOCK_MS);
+        await this.idle(READ_BLOCK_MS);
         continue;
       }
       try {
         for (const partition of partitions) {
-          if (!this.lastIds.has(partition)) this.lastIds.set(partition, await this.tailId(partition));
+          if (!this.lastIds.has(partition)) this.lastIds.set(partition, await this.tailId(this.reader!, partition));
         }
         const keys = partitions.map((p) => this.streamKey(p));
         const ids = partitions.map((p) => this.lastIds.get(p) ?? '$');
@@ -193,9 +222,21 @@ export class RedisFrameBus extends FrameBus {
   }
 
   /** The id of the newest entry of a partition ('0-0' when empty): reading starts after it. */
-  private async tailId(partition: number): Promise<string> {
-    const last = (await this.reader!.xrevrange(this.streamKey(partition), '+', '-', 'COUNT', 1)) as Array<[string, string[]]>;
+  private async tailId(client: Redis, partition: number): Promise<string> {
+    const last = (await client.xrevrange(this.streamKey(partition), '+', '-', 'COUNT', 1)) as Array<[string, string[]]>;
     return last[0]?.[0] ?? '0-0';
+  }
+
+  /** Sleep up to `ms`, or until a partition finished attaching (the read loop is the only sleeper). */
+  private idle(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.wake?.(), ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        resolve();
+      };
+    });
   }
 
   private dispatch(reply: NonNullable<StreamReply>): void {
@@ -203,7 +244,9 @@ export class RedisFrameBus extends FrameBus {
     for (const [key, entries] of reply) {
       const partition = Number(key.slice(key.lastIndexOf(':') + 1));
       for (const [id, fields] of entries) {
-        if (this.heldPartitions.has(partition)) this.lastIds.set(partition, id);
+        // Never move back: an older read that returns late must not replay frames (monitor facts have no seq).
+        const last = this.lastIds.get(partition);
+        if (this.heldPartitions.has(partition) && (last === undefined || compareStreamIds(id, last) > 0)) this.lastIds.set(partition, id);
         this.options.onReadLag?.(now - Number(id.slice(0, id.indexOf('-'))));
         const field = (name: string) => {
           for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
@@ -239,3 +282,10 @@ export class RedisFrameBus extends FrameBus {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Order of two stream ids `<ms>-<n>`. */
+function compareStreamIds(a: string, b: string): number {
+  const [aMs, aSeq] = a.split('-').map(Number);
+  const [bMs, bSeq] = b.split('-').map(Number);
+  return aMs !== bMs ? aMs - bMs : aSeq - bSeq;
+}
