@@ -24,7 +24,10 @@ const OPEN = 1;
 const compareCursors = (a: Cursor, b: Cursor): number =>
   a.created_at !== b.created_at ? a.created_at - b.created_at : a.envelope_id < b.envelope_id ? -1 : a.envelope_id > b.envelope_id ? 1 : 0;
 
-type InboxItem = { kind: 'frame'; frame: HeaderFrame; committedAt: number } | { kind: 'catch-up'; through: number };
+type InboxItem =
+  | { kind: 'frame'; frame: HeaderFrame; committedAt: number }
+  | { kind: 'monitor'; text: string }
+  | { kind: 'catch-up'; through: number };
 
 /** One open `/connect` socket and where it stands in its mailbox's `seq` sequence. */
 class Connection {
@@ -113,8 +116,12 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     }
   }
 
+  /** Queued behind the header frames before it, so a fact never overtakes its notify (ASMTP.md §6.4). */
   onMonitor(frame: MonitorFrame): void {
-    for (const connection of this.byMailbox.get(frame.mailbox_id) ?? []) this.send(connection, frame.frame, 'monitor');
+    for (const connection of this.byMailbox.get(frame.mailbox_id) ?? []) {
+      connection.inbox.push({ kind: 'monitor', text: frame.frame });
+      void this.drain(connection);
+    }
   }
 
   onControl(control: AgentControl): void {
@@ -174,7 +181,10 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     this.send(connection, JSON.stringify({ op: 'replay.complete', cursor: last, replayed }), 'control');
   }
 
-  /** Send held and live frames in `seq` order; a frame past `lastSeq + 1` first backfills the gap. */
+  /**
+   * Send held and live frames in arrival order (header frames in `seq` order); a frame past
+   * `lastSeq + 1` first backfills the gap.
+   */
   private async drain(connection: Connection): Promise<void> {
     if (connection.draining || connection.state !== 'live') return;
     connection.draining = true;
@@ -183,6 +193,10 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
         const item = connection.inbox.shift()!;
         if (item.kind === 'catch-up') {
           if (item.through > connection.lastSeq) await this.backfill(connection, item.through, 'sweep');
+          continue;
+        }
+        if (item.kind === 'monitor') {
+          this.send(connection, item.text, 'monitor');
           continue;
         }
         const { frame } = item;

@@ -355,6 +355,25 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       }
     });
 
+    it('#72 monitor facts stay behind their own notify frame while a gap backfill is in flight', async () => {
+      const alice = await h.op.agent('@p72g.alice');
+      const socket = await h.open(alice);
+      const publish = jest.spyOn(h.op.app.get(FrameBus), 'publish').mockImplementationOnce(async () => undefined);
+      try {
+        const lost = await h.send(alice, envelope('@p72g.alice'));
+        // Its frame shows a gap: the socket backfills `lost` from Postgres before sending it.
+        const next = await h.send(alice, envelope('@p72g.alice', { monitor: 'mon_gap' }));
+        await socket.until(() => socket.frames.length >= 3, 5_000, 'two notifies and a fact');
+        expect(socket.frames.map((frame) => [frame.op, frame.id ?? frame.envelope_id])).toEqual([
+          ['envelope.notify', lost.id],
+          ['envelope.notify', next.id],
+          ['monitor.fact', next.id],
+        ]);
+      } finally {
+        publish.mockRestore();
+      }
+    });
+
     it('#73 an idempotent replay produces no push frames and no monitor facts', async () => {
       const alice = await h.op.agent('@p73.alice');
       const bob = await h.op.agent('@p73.bob');
