@@ -21,6 +21,7 @@ import { triageLine, type TriageHeader } from './triage';
 
 export interface HookOptions extends Flags {
   event?: string;
+  json?: boolean;
 }
 
 interface HookState {
@@ -36,8 +37,12 @@ const SHOWN_MAX = 2000;
 
 export function parseHookArgs(argv: string[]): HookOptions {
   const options: HookOptions = {};
-  const keys: Record<string, keyof HookOptions> = { '--event': 'event', '--profile': 'profile', '--url': 'url', '--as': 'as', '--token': 'token' };
+  const keys: Record<string, 'event' | 'profile' | 'url' | 'as' | 'token'> = { '--event': 'event', '--profile': 'profile', '--url': 'url', '--as': 'as', '--token': 'token' };
   for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--json') {
+      options.json = true;
+      continue;
+    }
     const [flag, inline] = argv[i].split('=', 2);
     const key = keys[flag];
     if (!key) continue;
@@ -64,8 +69,8 @@ const stamp = (file: string) => {
 };
 
 /** Wrap the text the way the harness shows it to the model. */
-export function hookOutput(event: string | undefined, text: string): string {
-  if (!event) return `${text}\n`;
+export function hookOutput(event: string | undefined, text: string, json = false): string {
+  if (!event) return json ? `${JSON.stringify({ text })}\n` : `${text}\n`;
   if (event === 'Stop' || event === 'SubagentStop') return `${JSON.stringify({ decision: 'block', reason: text })}\n`;
   return `${JSON.stringify({ hookSpecificOutput: { hookEventName: event, additionalContext: text } })}\n`;
 }
@@ -107,7 +112,7 @@ function inboxHeaders(file: string, fromByte: number): TriageHeader[] {
 export async function runHook(options: HookOptions): Promise<number> {
   try {
     const text = await check(options);
-    if (text) process.stdout.write(hookOutput(options.event, text));
+    if (text) process.stdout.write(hookOutput(options.event, text, options.json));
   } catch (error) {
     process.stderr.write(`roost hook: ${(error as Error).message}\n`);
   }
