@@ -1,6 +1,7 @@
 import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
+import { purgeScenario } from './purge';
 import { triageScenario } from './triage';
 
 /** `npm run bench -- <scenario>`: each scenario prints one JSON line with its figures. */
@@ -9,6 +10,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   catchup: () => catchupScenario(),
   triage: () => triageScenario(),
   cli: () => cliScenario(),
+  purge: () => purgeScenario(),
 };
 
 async function main(): Promise<void> {

@@ -226,10 +226,14 @@ describe('retention (EXTENSIONS.md §6)', () => {
     }
   });
 
-  it(`purges in bounded batches: with ROOST_RETENTION_BATCH=${BATCH}, 50 old entries and their bodies go, 3 new stay`, async () => {
+  it(`purges in bounded batches: with ROOST_RETENTION_BATCH=${BATCH}, 50 old entries and their unheld bodies go, 3 new stay`, async () => {
     await org('rt3', 1);
-    const [alice, bob] = await Promise.all([agent('@rt3.alice'), agent('@rt3.bob')]);
-    const old = await Promise.all(Array.from({ length: 50 }, (_, i) => send(alice, [bob.handle], `batch ${i}`)));
+    const [alice, bob, keeper] = await Promise.all([agent('@rt3.alice'), agent('@rt3.bob'), agent('@rtkeep.keeper')]);
+    // Every 5th envelope is also held by an agent without retention: its body must stay, and the
+    // batches must walk past it rather than stop at a batch that deletes fewer than BATCH.
+    const old = [];
+    for (let i = 0; i < 50; i++) old.push(await send(alice, i % 5 === 0 ? [bob.handle, keeper.handle] : [bob.handle], `batch ${i}`));
+    const held = old.filter((_, i) => i % 5 === 0).map((e) => e.id);
     const fresh = [await send(alice, [bob.handle], 'new 0'), await send(alice, [bob.handle], 'new 1'), await send(alice, [bob.handle], 'new 2')];
     await age(old.map((e) => e.id), 2);
     const { rows } = await db.query<{ id: string }>('SELECT id::text FROM agents WHERE handle = $1', [bob.handle]);
@@ -253,12 +257,14 @@ describe('retention (EXTENSIONS.md §6)', () => {
     const bobs = calls.filter((c) => Number(c.mailbox) === bobId);
     expect(bobs.every((c) => c.limit === BATCH && c.purged <= BATCH)).toBe(true);
     expect(bobs.map((c) => c.purged)).toEqual([7, 7, 7, 7, 7, 7, 7, 1]);
-    expect(result).toEqual({ entries: 50, envelopes: 50 });
+    expect(result).toEqual({ entries: 50, envelopes: 40 });
     expect(await metric('roost_retention_purged_rows_total', '{table="mailbox_entries"}')).toBe(before + 50);
 
     expect(await inbox(bob.token)).toEqual(fresh.map((e) => e.id));
-    const { rows: left } = await db.query('SELECT count(*)::int AS n FROM envelopes WHERE id = ANY($1)', [old.map((e) => e.id)]);
-    expect(left[0].n).toBe(0);
+    const { rows: left } = await db.query('SELECT id FROM envelopes WHERE id = ANY($1) ORDER BY id', [old.map((e) => e.id)]);
+    expect(left.map((r) => r.id)).toEqual([...held].sort());
     for (const e of old.slice(0, 5)) expect(await fetchStatus(bob.token, e.id)).toBe(404);
+    expect(await inbox(keeper.token)).toEqual(held);
+    expect(await fetchStatus(keeper.token, held[1])).toBe(200);
   });
 });

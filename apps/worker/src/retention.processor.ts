@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { FrameBus } from '#bus';
 import { InjectConfig, type Config } from '#config';
 import { RetentionRepository } from '#db';
+import type { Cursor } from '#domain';
 import { Metrics } from '#metrics';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -38,11 +39,13 @@ export class RetentionProcessor {
     }
     for (const policy of policies) {
       const cutoff = now - policy.retention_days * DAY_MS;
+      let after: Cursor | null = null;
       for (;;) {
-        const purged = await this.retention.purgeEnvelopes(policy.agent_id, cutoff, batch);
-        envelopes += purged;
-        this.metrics.purgedRows.inc({ table: 'envelopes' }, purged);
-        if (purged < batch) break;
+        const step = await this.retention.purgeEnvelopes(policy.agent_id, cutoff, batch, after);
+        envelopes += step.purged;
+        this.metrics.purgedRows.inc({ table: 'envelopes' }, step.purged);
+        if (step.examined < batch) break;
+        after = step.last;
       }
     }
     await this.bus.trim(STREAM_MAX_AGE_MS).catch(() => 0);

@@ -47,8 +47,9 @@ export class RetentionRepository {
         limit ${limit}
       ),
       deleted as (
-        delete from mailbox_entries m using doomed d
-        where m.mailbox_id = ${mailboxId} and m.seq = d.seq
+        -- By primary key: a join on doomed lets the planner hash-join a scan of the whole mailbox.
+        delete from mailbox_entries m
+        where m.mailbox_id = ${mailboxId} and m.seq = any(array(select seq from doomed))
         returning m.created_at, m.envelope_id
       ),
       newest as (
@@ -68,19 +69,41 @@ export class RetentionRepository {
   }
 
   /**
-   * Delete up to `limit` envelopes of `senderId` older than `cutoff` that no mailbox holds any
-   * more (their files go with them by cascade). An envelope a recipient still keeps stays.
+   * Examine the next `limit` envelopes of `senderId` older than `cutoff` after `after` (index
+   * `envelopes_sender_feed`, in feed order) and delete those no mailbox holds any more (their files
+   * and receipts go with them by cascade). An envelope a recipient still keeps stays; `last` is the
+   * position to continue after, so kept envelopes are walked past once per purge, not re-scanned by
+   * every batch.
    */
-  async purgeEnvelopes(senderId: number, cutoff: number, limit: number): Promise<number> {
-    const result = await sql<{ id: string }>`
-      delete from envelopes where id in (
-        select e.id from envelopes e
-        where e.sender_id = ${senderId} and e.created_at < ${cutoff}
+  async purgeEnvelopes(
+    senderId: number,
+    cutoff: number,
+    limit: number,
+    after: Cursor | null,
+  ): Promise<{ purged: number; examined: number; last: Cursor | null }> {
+    const resume = after === null ? sql`` : sql`and (created_at, id) > (${after.created_at}::bigint, ${after.envelope_id}::text)`;
+    const result = await sql<{ purged: number; examined: number; created_at: number | null; id: string | null }>`
+      with candidates as (
+        select id, created_at from envelopes
+        where sender_id = ${senderId} and created_at < ${cutoff} ${resume}
+        order by created_at, id
+        limit ${limit}
+      ),
+      deleted as (
+        delete from envelopes e
+        where e.id = any(array(select id from candidates))
           and not exists (select 1 from mailbox_entries m where m.envelope_id = e.id)
-        order by e.created_at, e.id
-        limit ${limit})
-      returning id`.execute(this.db);
-    return result.rows.length;
+        returning e.id
+      )
+      select (select count(*) from deleted)::int as purged, (select count(*) from candidates)::int as examined, last.created_at, last.id
+      from (select 1) one
+      left join lateral (select created_at, id from candidates order by created_at desc, id desc limit 1) last on true`.execute(this.db);
+    const row = result.rows[0];
+    return {
+      purged: Number(row?.purged ?? 0),
+      examined: Number(row?.examined ?? 0),
+      last: row?.id == null ? null : { created_at: Number(row.created_at), envelope_id: row.id },
+    };
   }
 
   /** The newest purged position of a mailbox, or undefined when nothing was ever purged. */
