@@ -141,6 +141,13 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     try {
       // The starting `seq` is read only once the bus delivers this mailbox's frames: no gap between.
       await held;
+      // A rotation or deletion committed between the upgrade's token check and this socket's
+      // registration sent its revoke before the socket could hear it: check once more.
+      const tokenHash = (await this.agents.tokenHashes([connection.mailboxId])).get(connection.mailboxId);
+      if (tokenHash !== connection.tokenHash) {
+        this.close(connection, CLOSE_REVOKED, 'token revoked', 'revoked');
+        return;
+      }
       if (cursor) await this.replay(connection, cursor);
       else connection.lastSeq = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
       connection.state = 'live';

@@ -1,4 +1,5 @@
 import { FrameBus } from '#bus';
+import { AuthService } from '#core';
 import { ulid } from '#domain';
 import { envelope, startOperator, type TestOperator } from '../../support/operator';
 import { testBackend } from '../../support/services';
@@ -431,7 +432,10 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       expect(socket.raw[at]).toBe(
         JSON.stringify({ op: 'replay.complete', cursor: { created_at: last.created_at, envelope_id: last.id }, replayed: replayed.length }),
       );
-      expect(socket.frames.slice(at + 1).every((frame) => frame.op === 'envelope.notify')).toBe(true);
+      // The seam was crossed: some of the concurrent sends came live, after replay.complete.
+      const live = socket.frames.slice(at + 1);
+      expect(live.length).toBeGreaterThan(0);
+      expect(live.every((frame) => frame.op === 'envelope.notify')).toBe(true);
 
       // And it keeps streaming live, still without duplicates.
       const after = await h.send(alice, envelope('@pres.bob'));
@@ -507,6 +511,33 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       const sent = await h.send(alice, envelope('@pdel.carol'));
       await carolSocket.until(() => carolSocket.ids.includes(sent.id), 5_000, 'carol’s notify');
       expect(carolSocket.closeCode).toBeUndefined();
+    });
+
+    it('a token rotated while its upgrade is being authenticated still gets that socket closed with 4001', async () => {
+      const alice = await h.op.agent('@prace.alice');
+      const auth = h.op.app.get(AuthService);
+      const agentFor = auth.agentFor.bind(auth);
+      let rotated = false;
+      // The rotation (and its revoke message) lands after the upgrade checked the old token and
+      // before the gateway registered the socket.
+      const spy = jest.spyOn(auth, 'agentFor').mockImplementation(async (token) => {
+        const agent = await agentFor(token);
+        if (token === alice && !rotated) {
+          rotated = true;
+          const reply = await h.op.client.post(`/_admin/agents/${encodeURIComponent('@prace.alice')}/rotate-token`, undefined, h.op.adminToken);
+          expect(reply.status).toBe(200);
+        }
+        return agent;
+      });
+      try {
+        const socket = await h.open(alice);
+        const opened = Date.now();
+        await socket.untilClosed(1_000);
+        expect(socket.closeCode).toBe(4001);
+        expect(socket.closedAt! - opened).toBeLessThan(1_000);
+      } finally {
+        spy.mockRestore();
+      }
     });
   });
 
