@@ -36,7 +36,7 @@ function harness(env: Record<string, string> = {}) {
       return reply.body;
     },
 
-    /** `in` feed ids after `cursor` (all pages), ascending. */
+    /** `in` feed rows after `cursor` (all pages), ascending. */
     async inbox(token: string, cursor?: { created_at: number; envelope_id: string }): Promise<any[]> {
       const rows: any[] = [];
       let after = cursor;
