@@ -22,9 +22,10 @@ const USAGE = `usage: conformance --url <base> --admin-token <token> [options]
   --only <regex>           run only the tests whose id matches
   --public-url <base>      the base file urls must start with (default: --url)
   --ws-settle-ms <n>       pause after a socket opens before sending (default 300)
-  --quiet-ms <n>           how long "no further frame" is watched (default 700)
+  --quiet-ms <n>           how long "no further frame" is watched (default 500)
   --frame-timeout-ms <n>   how long an expected frame may take (default 10000)
   --test-timeout-ms <n>    per test (default 120000)
+  --concurrency <n>        tests run at once (default 4; timing-sensitive ones always run alone)
   --keep-agents            do not delete the agents the run created
   --verbose                print request counts and cleanup details
   --list                   list the tests and exit`;
@@ -56,7 +57,7 @@ function parseArgs(argv: string[]): { options: Options; list: boolean } {
   let groups = new Set<Group>(GROUPS);
   let extensions = true;
   let list = false;
-  const options: Partial<Options> = { verbose: false, keepAgents: false, wsSettleMs: 300, quietMs: 700, frameTimeoutMs: 10_000, testTimeoutMs: 120_000 };
+  const options: Partial<Options> = { verbose: false, keepAgents: false, wsSettleMs: 300, quietMs: 500, frameTimeoutMs: 10_000, testTimeoutMs: 120_000, concurrency: 4 };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     switch (flag) {
@@ -76,6 +77,7 @@ function parseArgs(argv: string[]): { options: Options; list: boolean } {
       case '--quiet-ms': options.quietMs = int(flag, value(flag, i++)); break;
       case '--frame-timeout-ms': options.frameTimeoutMs = int(flag, value(flag, i++)); break;
       case '--test-timeout-ms': options.testTimeoutMs = int(flag, value(flag, i++)); break;
+      case '--concurrency': options.concurrency = Math.max(1, int(flag, value(flag, i++))); break;
       case '--keep-agents': options.keepAgents = true; break;
       case '--verbose': options.verbose = true; break;
       case '--list': list = true; break;
@@ -131,6 +133,31 @@ async function runOne(run: Run, def: TestDef, index: number): Promise<Result> {
   }
 }
 
+/**
+ * Run the tests `concurrency` at a time (an exclusive test waits for the others and runs alone);
+ * results are reported in registration order.
+ */
+async function runAll(run: Run, selected: readonly TestDef[], report: (result: Result) => void): Promise<Result[]> {
+  const results: Array<Result | undefined> = new Array(selected.length);
+  let reported = 0;
+  const settle = (i: number, result: Result) => {
+    results[i] = result;
+    while (reported < selected.length && results[reported] !== undefined) report(results[reported++]!);
+  };
+  const running = new Set<Promise<void>>();
+  for (let i = 0; i < selected.length; i++) {
+    const def = selected[i];
+    if (def.exclusive) await Promise.all(running);
+    while (running.size >= run.options.concurrency) await Promise.race(running);
+    const task = runOne(run, def, registeredTests().indexOf(def)).then((result) => settle(i, result));
+    const tracked = task.finally(() => running.delete(tracked));
+    running.add(tracked);
+    if (def.exclusive) await tracked;
+  }
+  await Promise.all(running);
+  return results as Result[];
+}
+
 /** Reachable, and the admin token is accepted: else there is nothing to test. */
 async function preflight(run: Run): Promise<void> {
   let status: number;
@@ -169,14 +196,11 @@ async function main(): Promise<number> {
   }
   process.stdout.write(`ASMTP conformance against ${options.url} (groups ${[...options.groups].join(', ')}; owner prefix ${run.prefix})\n`);
   const started = Date.now();
-  const results: Result[] = [];
-  for (const def of selected) {
-    const result = await runOne(run, def, registeredTests().indexOf(def));
-    results.push(result);
+  const results = await runAll(run, selected, (result) => {
     const reason = result.reason !== undefined ? ` — ${result.reason}` : '';
     process.stdout.write(`${result.status} ${result.id} ${result.title}${reason}\n`);
     if (options.verbose) for (const note of result.notes ?? []) process.stdout.write(`  note: ${note}\n`);
-  }
+  });
   if (!options.keepAgents) {
     const cleaned = await run.cleanup();
     if (options.verbose || cleaned.failed > 0) {

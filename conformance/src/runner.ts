@@ -10,15 +10,17 @@ export interface TestDef {
   id: string;
   group: Group;
   title: string;
+  /** Runs alone (timing-sensitive or load-generating). */
+  exclusive: boolean;
   run: (t: T) => Promise<void>;
 }
 
 const registry: TestDef[] = [];
 
 /** Register a test; tests run in registration order. */
-export function test(group: Group, id: string, title: string, run: (t: T) => Promise<void>): void {
+export function test(group: Group, id: string, title: string, run: (t: T) => Promise<void>, options: { exclusive?: boolean } = {}): void {
   if (registry.some((def) => def.id === id)) throw new Error(`duplicate test id ${id}`);
-  registry.push({ id, group, title, run });
+  registry.push({ id, group, title, exclusive: options.exclusive ?? false, run });
 }
 
 export const registeredTests = (): readonly TestDef[] => registry;
@@ -40,6 +42,8 @@ export interface Options {
   /** How long an expected frame may take. */
   frameTimeoutMs: number;
   testTimeoutMs: number;
+  /** Tests run at once (each has its own agents); exclusive ones run alone. */
+  concurrency: number;
 }
 
 export interface Agent {

@@ -156,10 +156,17 @@ export function connect(baseUrl: string, options: ConnectOptions = {}, label = '
     const ws = new WebSocket(target(baseUrl, options), { headers, perMessageDeflate: false, handshakeTimeout: 15_000 });
     const socket = new Socket(ws, label, resuming);
     ws.once('open', () => resolve(socket));
-    ws.once('unexpected-response', (_request, response) => {
+    ws.once('unexpected-response', (request, response) => {
       const chunks: Buffer[] = [];
+      // A refusal whose body never ends is reported with what arrived.
+      const timer = setTimeout(() => {
+        request.destroy();
+        response.emit('end');
+      }, 10_000);
+      response.on('error', () => undefined);
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => {
+      response.once('end', () => {
+        clearTimeout(timer);
         const text = Buffer.concat(chunks).toString('utf8');
         let body: unknown = text;
         try {

@@ -53,7 +53,7 @@ function tail(lines: string[], max = 60): (chunk: Buffer) => void {
   };
 }
 
-export type Role = 'api' | 'gateway';
+export type Role = 'api' | 'gateway' | 'worker';
 
 /** One Roost process of one role; it keeps its port across kill and restart. */
 export class RoostProcess {
@@ -196,6 +196,8 @@ export class RedisServer {
 export interface ClusterOptions {
   api?: number;
   gateway?: number;
+  /** Worker processes (schedules, retention); none by default. */
+  worker?: number;
   /** Defaults to the test Redis (ROOST_TEST_REDIS_URL), namespaced by a fresh prefix. */
   redisUrl?: string;
   env?: Record<string, string>;
@@ -206,7 +208,7 @@ export interface TestAgent {
   token: string;
 }
 
-/** N api + M gateway processes on one fresh database and one Redis prefix. */
+/** N api + M gateway (+ K worker) processes on one fresh database and one Redis prefix. */
 export class Cluster {
   readonly clients: TestClient[];
   private constructor(
@@ -216,6 +218,7 @@ export class Cluster {
     readonly redisUrl: string,
     readonly prefix: string,
     private readonly dropDatabase: () => Promise<void>,
+    readonly workers: RoostProcess[] = [],
   ) {
     this.clients = apis.map((api) => new TestClient(api.url));
   }
@@ -236,9 +239,10 @@ export class Cluster {
     const make = async (role: Role, i: number) => new RoostProcess(`${role}-${i}`, role, await freePort(), env);
     const apis = await Promise.all(Array.from({ length: options.api ?? 2 }, (_, i) => make('api', i)));
     const gateways = await Promise.all(Array.from({ length: options.gateway ?? 2 }, (_, i) => make('gateway', i)));
-    const cluster = new Cluster(apis, gateways, adminToken, redisUrl, prefix, database.drop);
+    const workers = await Promise.all(Array.from({ length: options.worker ?? 0 }, (_, i) => make('worker', i)));
+    const cluster = new Cluster(apis, gateways, adminToken, redisUrl, prefix, database.drop, workers);
     try {
-      await Promise.all([...apis, ...gateways].map((node) => node.start()));
+      await Promise.all([...apis, ...gateways, ...workers].map((node) => node.start()));
     } catch (error) {
       await cluster.close();
       throw error;
@@ -247,7 +251,7 @@ export class Cluster {
   }
 
   get nodes(): RoostProcess[] {
-    return [...this.apis, ...this.gateways];
+    return [...this.apis, ...this.gateways, ...this.workers];
   }
 
   /** Register an open-policy agent (through the first api node) and return its token. */
