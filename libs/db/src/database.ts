@@ -62,6 +62,11 @@ export function openPostgres(options: PostgresOptions): Database {
   });
   // An idle client that loses its server emits here; without a listener the process would die.
   pool.on('error', (error) => options.onPoolError?.(error));
+  // A checked-out client (a transaction, a query, a session) has no pool listener: when its
+  // server goes away pg emits 'error' on the client itself, and unheard that killed the process
+  // (seen with Postgres stopped under a worker). The query that held it fails (mapped to 503) and
+  // the pool drops the client on release, as it is no longer queryable.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: queryLog(options.onQuery) });
   return {
     db,

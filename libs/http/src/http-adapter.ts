@@ -1,5 +1,5 @@
 import { FastifyAdapter } from '@nestjs/platform-fastify';
-import type { FastifyError, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { AsmtpError } from '#domain';
 import { registerRawBodyParser } from './body';
 import { RouteTable } from './routes';
@@ -20,7 +20,8 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
     requestTimeout: options.requestTimeoutMs,
     connectionTimeout: options.requestTimeoutMs,
     keepAliveTimeout: 65_000,
-    return503OnClosing: true,
+    // Draining answers 503 with the ASMTP error body (refuseWhileClosing below), not Fastify's own.
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
     logger: false,
     // Failures Fastify meets before routing (a malformed percent-escape in the path, an
@@ -39,8 +40,33 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
     },
   });
   const fastify = adapter.getInstance();
+  refuseWhileClosing(fastify);
   const routes = new RouteTable();
   routes.attach(fastify);
   registerRawBodyParser(fastify);
   return { adapter, routes };
+}
+
+/**
+ * Once the server is closing (SIGTERM drain), a request still arriving on an open keep-alive
+ * connection gets `503 UNAVAILABLE` with the ASMTP error body and `Connection: close`, so the
+ * client retries on another node; requests already in flight finish. Fastify's built-in answer
+ * (`return503OnClosing`) had the body `{"error":"Service Unavailable",...}`, which is not an ASMTP
+ * error. A preParsing hook, so the request id and the access log still cover it.
+ */
+function refuseWhileClosing(fastify: FastifyInstance): void {
+  let closing = false;
+  fastify.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  fastify.addHook('preParsing', (_request, reply, payload, done) => {
+    if (!closing) return done(null, payload);
+    const refusal = new AsmtpError(503, 'UNAVAILABLE', 'the server is shutting down, retry');
+    void reply
+      .code(503)
+      .header('connection', 'close')
+      .header('content-type', 'application/json; charset=utf-8')
+      .send(JSON.stringify(refusal.body()));
+  });
 }
