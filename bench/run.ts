@@ -1,6 +1,7 @@
 import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
+import { guardCorpusScenario, guardScenario } from './guard';
 import { purgeScenario } from './purge';
 import { triageScenario } from './triage';
 
@@ -10,6 +11,8 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   catchup: () => catchupScenario(),
   triage: () => triageScenario(),
   cli: () => cliScenario(),
+  guard: () => guardScenario(),
+  'guard-corpus': () => guardCorpusScenario(),
   purge: () => purgeScenario(),
 };
 
