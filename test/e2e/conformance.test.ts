@@ -27,7 +27,7 @@ const EXPECTED_SKIPS = new Set([
 ]);
 
 /** Skipped only while the content guard is not wired into the accept path (EXTENSIONS.md §4). */
-const GUARD_TESTS = ['roost.guard.warn', 'roost.guard.block', 'roost.guard.off-and-sender-policy'];
+const GUARD_TESTS = ['roost.guard.warn', 'roost.guard.block', 'roost.guard.org-policy', 'roost.guard.off-and-sender-policy'];
 
 interface Report {
   summary: { passed: number; failed: number; skipped: number };

@@ -89,6 +89,8 @@ interop('provision', 'admin agent create|list|show|set|rotate-token|remove: the 
   t.run.agents.set(handle, rotated.token);
   await new CliHttp(t.http, rotated.token).ok('GET', '/mailbox?order=desc&limit=20&direction=in');
   eq(await admin.ok('DELETE', path), null, 'admin agent remove (204 = empty)');
+  const keys = admin.sent.map((sent) => sent.headers['idempotency-key']).filter((key) => key !== undefined);
+  eq(new Set(keys).size, keys.length, 'a fresh Idempotency-Key per request');
   for (const sent of admin.sent) {
     eq(sent.headers['user-agent'], USER_AGENT, 'User-Agent');
     ok(['POST', 'PATCH', 'DELETE'].includes(sent.method) === (sent.headers['idempotency-key'] !== undefined), `${sent.method}: Idempotency-Key only on POST/PATCH/DELETE`);

@@ -59,7 +59,27 @@ guardTest('guard.block', 'block: 422 CONTENT_BLOCKED with warnings and nothing s
   ok(Array.isArray(overridden.body.warnings), 'an overridden send still reports its warnings');
   expectError(await t.send(alice, { ...envelope(bob.handle, { content_parts: body.content_parts }), allow_warnings: ['destructive'] }), 422, 'CONTENT_BLOCKED', 'allow_warnings not covering the finding');
   expectStatus(await t.send(alice, envelope(bob.handle, { subject: 'clean' })), 202, 'clean content in block mode');
+  if ((await caps.schedules(t.run)) === null) {
+    const scheduled = await t.http.post('/schedules', { envelope: { to: [bob.handle], content_parts: body.content_parts }, start_at: Date.now() + 3_600_000 }, alice.token);
+    expectError(scheduled, 422, 'CONTENT_BLOCKED', 'schedule creation in block mode');
+  }
   ok(await idIsFree(t, alice, bob.handle, body.id as string), 'the blocked envelope was stored: its id is no longer free');
+});
+
+guardTest('guard.org-policy', 'an organization’s content_guard applies to its agents; an agent override beats it', async (t) => {
+  await t.need(caps.orgs(t.run));
+  const name = t.owner();
+  const created = await t.http.post('/_admin/orgs', { name, content_guard: 'block' }, t.adminToken);
+  expectStatus(created, 201, 'POST /_admin/orgs');
+  t.run.orgs.add(name);
+  const member = await t.agent('member', { owner: name });
+  const relaxed = await t.agent('relaxed', { owner: name });
+  const bob = await t.agent('bob', { owner: t.owner('x') });
+  await setGuard(t, relaxed, 'warn');
+  expectError(await t.send(member, envelope(bob.handle, { content_parts: [{ type: 'text', text: secretText(fakeAwsKey()) }] })), 422, 'CONTENT_BLOCKED', 'a member of a block-mode organization');
+  const warned = await t.send(relaxed, envelope(bob.handle, { content_parts: [{ type: 'text', text: secretText(fakeAwsKey()) }] }));
+  expectStatus(warned, 202, 'a member with a warn override');
+  ok(Array.isArray(warned.body.warnings), 'the override still warns');
 });
 
 guardTest('guard.off-and-sender-policy', 'the sender’s policy applies: off sends a secret without warnings; a recipient in block mode does not block a warn-mode sender', async (t) => {

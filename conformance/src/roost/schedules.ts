@@ -82,6 +82,21 @@ scheduleTest('schedules.fire', 'a one-shot due now fires through the accept path
   eq(listed, [frame], 'the listing');
 });
 
+scheduleTest('schedules.failed', 'a firing the accept path refuses (the recipient now blocks the owner) sets the schedule failed with last_error, and sends nothing', async (t) => {
+  await t.need(caps.blocks(t.run));
+  const { alice, bob } = await t.agents('alice', 'bob');
+  const schedule = await create(t, alice, { envelope: message(bob.handle), start_at: Date.now() + 1_500 });
+  expectStatus(await t.http.post('/agents/me/blocks', { handle: alice.handle }, bob.token), 201, 'bob blocks alice');
+  let current: Record<string, any> = schedule;
+  for (let i = 0; i < 150 && current.status === 'active'; i++) {
+    await sleep(100);
+    current = (await t.http.get(`/schedules/${schedule.id}`, alice.token)).body;
+  }
+  eq([current.status, current.send_count], ['failed', 0], 'the schedule after its refused firing (is a worker running?)');
+  ok(typeof current.last_error === 'string' && current.last_error.length > 0, `last_error ${JSON.stringify(current.last_error)}`);
+  eq((await t.http.get('/mailbox', bob.token)).body.envelope_headers, [], 'nothing was delivered');
+});
+
 scheduleTest('schedules.pause-resume-cancel', 'PATCH {status:"paused"|"active"} pauses and resumes; a cancelled schedule cannot be resumed; another agent’s schedule is 404 on every route', async (t) => {
   const { alice, bob, mallory } = await t.agents('alice', 'bob', 'mallory');
   const schedule = await create(t, alice, { envelope: message(bob.handle), interval_ms: HOUR, max_count: 5 });
