@@ -49,6 +49,8 @@ export interface ProcessOptions {
   startTimeoutMs?: number;
   /** Lines of stdout/stderr kept for failure messages (default 100). */
   keepLines?: number;
+  /** Keep every stdout line, whole, in `stdout` (for tests that read the logs). */
+  recordStdout?: boolean;
 }
 
 export interface Exit {
@@ -63,6 +65,8 @@ export class TestProcess {
   readonly url: string;
   /** The last lines the child wrote to stdout and stderr. */
   readonly output: string[] = [];
+  /** Every stdout line, when `recordStdout` is set (across restarts). */
+  readonly stdout: string[] = [];
   private child: ChildProcess | undefined;
   private exit: Promise<Exit> = Promise.resolve({ code: null, signal: null });
 
@@ -100,20 +104,34 @@ export class TestProcess {
     });
     this.child = child;
     live.add(child);
+    // 'close', not 'exit': by then stdout and stderr are read to the end.
     this.exit = new Promise((done) =>
-      child.once('exit', (code, signal) => {
+      child.once('close', (code, signal) => {
         live.delete(child);
         done({ code, signal });
       }),
     );
-    // Reading both pipes also keeps a chatty child from blocking on a full pipe.
+    // Reading both pipes also keeps a chatty child from blocking on a full pipe. Lines are split
+    // on newlines across chunks (a chunk may end mid-line, or mid-character).
     const keep = this.options.keepLines ?? 100;
-    const collect = (chunk: Buffer) => {
-      this.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
-      if (this.output.length > keep) this.output.splice(0, this.output.length - keep);
+    const collect = (stream: NodeJS.ReadableStream, also?: string[]) => {
+      let partial = '';
+      const add = (line: string) => {
+        if (line === '') return;
+        this.output.push(line);
+        if (this.output.length > keep) this.output.splice(0, this.output.length - keep);
+        also?.push(line);
+      };
+      stream.setEncoding('utf8');
+      stream.on('data', (chunk: string) => {
+        const lines = (partial + chunk).split('\n');
+        partial = lines.pop()!;
+        for (const line of lines) add(line);
+      });
+      stream.on('end', () => add(partial));
     };
-    child.stdout!.on('data', collect);
-    child.stderr!.on('data', collect);
+    collect(child.stdout!, this.options.recordStdout ? this.stdout : undefined);
+    collect(child.stderr!);
     child.once('error', (error) => this.output.push(`spawn error: ${error.message}`));
     try {
       await this.waitHealthy(this.options.startTimeoutMs ?? 30_000);

@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { randomBytes } from 'node:crypto';
 import type { LoggerService } from '@nestjs/common';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import pino, { type Logger } from 'pino';
@@ -60,6 +61,12 @@ export class PinoNestLogger implements LoggerService {
 }
 
 let requestSequence = 0;
+/**
+ * Generated request ids are `<process tag>-<sequence>`: a bare per-process counter repeated itself
+ * on every node (r1, r2, … in each pod, all with pid 1), so lines of different requests shared one
+ * req_id once logs were aggregated.
+ */
+const PROCESS_TAG = randomBytes(4).toString('hex');
 
 /**
  * Request ids, the request context, one access-log line and the HTTP metrics per request, in one
@@ -68,7 +75,7 @@ let requestSequence = 0;
 export function observeRequests(fastify: FastifyInstance, logger: Logger, metrics: Metrics): void {
   fastify.addHook('onRequest', (request, _reply, done) => {
     const incoming = request.headers['x-request-id'];
-    const reqId = typeof incoming === 'string' && /^[\w.-]{1,64}$/.test(incoming) ? incoming : `r${(++requestSequence).toString(36)}`;
+    const reqId = typeof incoming === 'string' && /^[\w.-]{1,64}$/.test(incoming) ? incoming : `${PROCESS_TAG}-${(++requestSequence).toString(36)}`;
     requests.enterWith({ req_id: reqId });
     done();
   });
