@@ -394,11 +394,6 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     const one = await open(bob.token);
     const two = await open(bob.token);
     await until('2 connections', (s) => valueOf(s, 'roost_ws_connections') === 2);
-    // The Redis bus starts reading a newly held partition from its tail a moment after the socket
-    // opened (up to one 250 ms read block); a frame published in between waits for the sweep,
-    // which is off here. That race is being fixed in libs/bus (hold() resolving once the partition
-    // is attached); until then this test gives the reader that moment.
-    await sleep(400);
     const first = await send(alice.token, bob.handle);
     await Promise.all([one, two].map((socket) => socket.until(() => socket.ids.includes(first.id), 5_000, 'the notify')));
     let s = await scrape();
