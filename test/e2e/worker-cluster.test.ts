@@ -55,6 +55,8 @@ beforeAll(async () => {
     ROOST_SCHEDULE_LEASE_MS: String(LEASE),
     ROOST_SCHEDULE_MIN_INTERVAL_MS: String(INTERVAL),
     ROOST_RETENTION_INTERVAL_MS: '86400000',
+    // The test Postgres is shared (max_connections 100): small pools, so a restart still gets in.
+    ROOST_DB_POOL_SIZE: '6',
   };
   // The api first: it applies the migrations, so the workers start on a ready schema.
   [api] = await startAll([{ name: 'api', env: { ...env, ROOST_ROLE: 'api' } }]);
