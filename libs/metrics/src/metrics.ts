@@ -104,7 +104,7 @@ export class Metrics {
 
   readonly wsClosed = new Counter({
     name: 'roost_ws_closed_total',
-    help: 'Sockets closed by the server, by reason (slow_consumer, revoked, ping_timeout, drain).',
+    help: 'Sockets closed by the server, by reason (slow_consumer, revoked, ping_timeout, drain, error).',
     labelNames: ['reason'],
     registers: [this.registry],
   });
