@@ -444,15 +444,15 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       // The "dead" worker: the envelope commits, then recordRun never happens and the lease is
       // never given back (a killed process releases nothing).
       const recordRun = jest.spyOn(repository, 'recordRun').mockRejectedValueOnce(new Error('worker killed'));
-      const releaseLease = jest.spyOn(repository, 'releaseLease').mockResolvedValueOnce(undefined);
+      const retryAt = jest.spyOn(repository, 'retryAt').mockResolvedValueOnce(undefined);
       try {
         advance(MIN_INTERVAL);
         await tick();
         expect(recordRun).toHaveBeenCalledTimes(1);
-        expect(releaseLease).toHaveBeenCalledTimes(1);
+        expect(retryAt).toHaveBeenCalledTimes(1);
       } finally {
         recordRun.mockRestore();
-        releaseLease.mockRestore();
+        retryAt.mockRestore();
       }
       const sent = await fromSchedule(bob.token, schedule.id);
       expect(sent).toHaveLength(1);
@@ -482,7 +482,7 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       expect(await show(alice.token, schedule.id)).toMatchObject({ send_count: 2, status: 'completed' });
     });
 
-    it('a transient failure after the commit gives the lease back; the next tick replays, still one envelope', async () => {
+    it('a transient failure after the commit is retried on a later tick (not in the same one); the retry replays, still one envelope', async () => {
       const { alice, bob } = await pair();
       const schedule = await created(alice.token, { envelope: message(bob.handle), start_at: now + 1_000 });
       const recordRun = jest.spyOn(repository, 'recordRun').mockRejectedValueOnce(new Error('connection reset'));
@@ -493,6 +493,9 @@ describe('schedules (EXTENSIONS.md §3)', () => {
         recordRun.mockRestore();
       }
       expect((await show(alice.token, schedule.id)).send_count).toBe(0);
+      await tick(); // same instant: the run waits for its retry time
+      expect((await show(alice.token, schedule.id)).send_count).toBe(0);
+      advance(2_000);
       await tick();
       const sent = await fromSchedule(bob.token, schedule.id);
       expect(sent).toHaveLength(1);

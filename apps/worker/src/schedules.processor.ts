@@ -6,6 +6,7 @@ import { afterRun, AsmtpError, isUnavailable, runEnvelopeId, type Schedule } fro
 import { Metrics } from '#metrics';
 
 const CLAIM = 50;
+const RETRY_AFTER_MS = 2_000;
 
 /**
  * Fires due schedules (EXTENSIONS.md §3). Each firing is leased, goes through the same accept path
@@ -64,7 +65,8 @@ export class SchedulesProcessor {
       }
       this.metrics.scheduleFirings.inc({ result: 'error' });
       if (!isUnavailable(error)) this.logger.warn(`schedule ${schedule.id} run ${run}: ${(error as Error).message}`);
-      await this.schedules.releaseLease(schedule.id).catch(() => undefined);
+      // Retried on a later tick (a dependency blip must not make one tick spin on the same rows).
+      await this.schedules.retryAt(schedule.id, this.clock.now() + RETRY_AFTER_MS).catch(() => undefined);
     }
   }
 }

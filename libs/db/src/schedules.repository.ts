@@ -97,7 +97,7 @@ export class SchedulesRepository {
       update schedules set lease_until = ${now + leaseMs}
       where id in (
         select id from schedules
-        where status = 'active' and next_run_at <= ${now} and (lease_until is null or lease_until < ${now})
+        where status = 'active' and next_run_at <= ${now} and (lease_until is null or lease_until <= ${now})
         order by next_run_at
         limit ${limit}
         for update skip locked)
@@ -145,10 +145,11 @@ export class SchedulesRepository {
       .execute();
   }
 
-  /** Give a lease back early (a transient failure: the next tick retries). */
-  async releaseLease(id: string): Promise<void> {
-    await this.db.updateTable('schedules').set({ lease_until: null }).where('id', '=', id).execute();
+  /** Shorten a lease after a transient failure: the schedule is retried from `retryAt`, not in the same tick. */
+  async retryAt(id: string, retryAt: number): Promise<void> {
+    await this.db.updateTable('schedules').set({ lease_until: retryAt }).where('id', '=', id).execute();
   }
+
 
   /** The oldest due `next_run_at` of active schedules (schedule lag), null when none is due. */
   async oldestDue(now: number): Promise<number | null> {

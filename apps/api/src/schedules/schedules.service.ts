@@ -34,7 +34,7 @@ export class SchedulesService {
     const first = firstRunAt(timing, now, this.config.schedules.minIntervalMs);
     // Validated as if sent now: the same codes, the same non-enumerating 404 as POST /messages.
     const { date_ms: _dateMs, ...template } = envelope;
-    await this.accept.check(owner, { ...template, id: ulid(now), date_ms: now });
+    await this.accept.check(owner, { ...template, id: ulid(), date_ms: now });
     const created = await this.schedules.create(
       {
         id: newScheduleId(),
