@@ -223,7 +223,7 @@ describeRender('chart rendering', () => {
       expect(alert.annotations.runbook_url).toContain(`#${alert.alert.toLowerCase()}`);
       expect(alert.expr).toMatch(/namespace="roost"/);
     }
-    expect(alerts.find((a) => a.alert === 'RoostAcceptErrorRateHigh')!.expr).toMatch(/roost_envelopes_accepted_total\{[^}]*result="failed"\}/);
+    expect(alerts.find((a) => a.alert === "RoostAcceptErrorRateHigh")!.expr).toMatch(/roost_http_requests_total\{[^}]*route="\/messages",method="POST",status=~"5\.\."\}/);
     expect(alerts.find((a) => a.alert === 'RoostAcceptErrorRateHigh')!.annotations.summary).toContain('{{ $value | humanizePercentage }}');
     const monitor = rendered.objects.find((o) => o.kind === 'ServiceMonitor')!;
     const services = rendered.objects.filter((o) => o.kind === 'Service');
