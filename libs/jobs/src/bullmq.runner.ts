@@ -13,7 +13,7 @@ const QUEUE = 'roost-jobs';
 
 /**
  * BullMQ job schedulers: one scheduler per recurring job, shared by every worker process (upserted
- * idempotently at start), each job processed by one worker. Finished jobs are kept only in bounded
+ * idempotently at start and on every Redis reconnect), each job processed by one worker. Finished jobs are kept only in bounded
  * numbers (`removeOnComplete`/`removeOnFail`).
  */
 export class BullMqJobRunner extends JobRunner {
@@ -36,12 +36,14 @@ export class BullMqJobRunner extends JobRunner {
     const prefix = `${this.options.prefix}bull`;
     this.queue = new Queue(QUEUE, { connection: this.connection, prefix });
     this.queue.on('error', (error) => this.logger.warn(`job queue: ${error.message}`));
-    for (const job of jobs) {
-      await this.queue.upsertJobScheduler(job.name, { every: job.everyMs }, {
-        name: job.name,
-        opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } },
-      });
-    }
+    await this.upsertSchedulers(jobs);
+    // A Redis that comes back empty (restarted without persistence, failed over to an empty
+    // replica) has forgotten the schedulers, and no job would ever run again until a worker
+    // restarts: upsert them again on every reconnect (idempotent, as every worker's start is).
+    this.connection.on('ready', () => {
+      if (!this.queue) return;
+      this.upsertSchedulers(jobs).catch((error: Error) => this.logger.warn(`job schedulers after reconnect: ${error.message}`));
+    });
     this.workerConnection = this.connection.duplicate();
     this.worker = new Worker(
       QUEUE,
@@ -69,9 +71,20 @@ export class BullMqJobRunner extends JobRunner {
     this.worker.on('failed', (job, error) => this.logger.warn(`job ${job?.name ?? '?'} failed: ${error.message}`));
   }
 
+  private async upsertSchedulers(jobs: readonly JobDefinition[]): Promise<void> {
+    for (const job of jobs) {
+      await this.queue!.upsertJobScheduler(job.name, { every: job.everyMs }, {
+        name: job.name,
+        opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } },
+      });
+    }
+  }
+
   async stop(): Promise<void> {
+    const queue = this.queue;
+    this.queue = undefined; // no more upserts on reconnect
     await this.worker?.close();
-    await this.queue?.close();
+    await queue?.close();
     this.workerConnection?.disconnect();
     this.connection.disconnect();
   }
