@@ -210,6 +210,12 @@ async function main(): Promise<number> {
   const passed = results.filter((r) => r.status === 'PASS').length;
   const failed = results.filter((r) => r.status === 'FAIL').length;
   const skipped = results.filter((r) => r.status === 'SKIP').length;
+  const byGroup = Object.fromEntries(
+    [...options.groups].filter((group) => results.some((r) => r.group === group)).map((group) => {
+      const count = (status: Result['status']) => results.filter((r) => r.group === group && r.status === status).length;
+      return [group, { passed: count('PASS'), failed: count('FAIL'), skipped: count('SKIP') }];
+    }),
+  );
   if (options.verbose) process.stdout.write(`${run.http.stats.requests} requests, ${run.http.stats.retried429} retried after 429, ${Date.now() - started} ms\n`);
   if (options.json) {
     const report = {
@@ -219,9 +225,13 @@ async function main(): Promise<number> {
       started_at: new Date(started).toISOString(),
       duration_ms: Date.now() - started,
       summary: { passed, failed, skipped },
+      by_group: byGroup,
       tests: results,
     };
     writeFileSync(options.json, `${JSON.stringify(report, null, 2)}\n`);
+  }
+  for (const [group, totals] of Object.entries(byGroup)) {
+    process.stdout.write(`group ${group}: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped\n`);
   }
   process.stdout.write(`${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   return failed > 0 ? 1 : 0;

@@ -132,7 +132,6 @@ export class T {
   /** Observations worth reporting on a passing test (printed with --verbose, kept in the JSON report). */
   readonly notes: string[] = [];
   private readonly sockets: Socket[] = [];
-  private agentCount = 0;
 
   constructor(
     readonly run: Run,
@@ -159,7 +158,6 @@ export class T {
 
   /** A fresh agent (policy `open` unless stated) under this test's owner. */
   agent(name: string, options: AgentOptions = {}): Promise<Agent> {
-    this.agentCount++;
     const policy = options.policy ?? 'open';
     return this.run.provision(`@${options.owner ?? this.owner()}.${name}`, policy, options.fields);
   }

@@ -23,12 +23,15 @@ item(64, 'a WebSocket upgrade with a valid ?token= and no header succeeds', asyn
 });
 
 item(65, 'a WebSocket upgrade without a bearer, or with an unknown one, is refused with HTTP 401 before the upgrade', async (t) => {
+  const bob = await t.agent('bob');
   const unknown = `unknown-${ulid()}`;
   for (const [label, options] of [
     ['no bearer', {}],
     ['unknown header bearer', { token: unknown }],
     ['unknown ?token=', { token: unknown, tokenInQuery: true }],
     ['empty ?token=', { query: { token: '' } }],
+    // §6.1: when both are present the header wins.
+    ['unknown header bearer with a valid ?token=', { token: unknown, query: { token: bob.token } }],
   ] as const) {
     const refused = await refusal(t.options.url, options, label);
     eq(refused.status, 401, `${label}: status`);

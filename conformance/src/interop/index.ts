@@ -141,7 +141,7 @@ interop('send-files-data', 'send --text --file --image --data: POST /files each,
   for (const [part, bytes] of [[stored[1], PDF], [stored[2], PNG]] as const) {
     const url = part.url as string;
     ok(typeof url === 'string' && url.startsWith(`${t.options.publicUrl}/`), `files download: url ${url} is not under ${t.options.publicUrl}, so the CLI would not send its bearer`);
-    const reply = await bobCli.call('GET', url.slice(t.options.url.length));
+    const reply = await bobCli.call('GET', url.slice(t.options.publicUrl.length));
     expectStatus(reply, 200, `files download ${url}`);
     ok(reply.bytes.equals(bytes), `files download ${url}: other bytes`);
   }
