@@ -22,9 +22,9 @@ export interface Fault {
 const ROLE_OF: Record<string, Role> = { 'kill-api': 'api', 'kill-gateway': 'gateway', 'kill-worker': 'worker' };
 
 /**
- * The fault script: at random moments (uniform in [0.5, 1.5] × the mean interval) one fault. The
- * first five faults are the five kinds in a random order, so even a short run injects each kind
- * once; then kinds are drawn at random. A role always keeps one live process (a disruption budget),
+ * The fault script: at random moments (uniform in [0.5, 1.5] × the mean interval) one fault. Kinds
+ * not injected yet go first (in a random order), so even a short run injects each kind once; then
+ * kinds are drawn at random. A role always keeps one live process (a disruption budget),
  * and Redis and Postgres are never down twice at once. Restarts run in the background, so faults
  * may overlap.
  */
@@ -47,16 +47,17 @@ export class FaultScript {
 
   /** Inject faults until `until` (wall clock), then wait for every restart. */
   async run(until: number): Promise<void> {
-    const order = this.random.shuffle(this.kinds);
-    for (let n = 0; !this.stopped; n++) {
+    while (!this.stopped) {
       const wait = this.meanIntervalMs * this.random.between(0.5, 1.5);
       if (Date.now() + wait > until) break;
       await sleep(wait);
-      const kind = n < order.length ? order[n] : this.random.pick(this.kinds);
-      if (!this.inject(kind)) {
-        // Not possible right now (its target already down): try the other kinds in a random order.
-        for (const other of this.random.shuffle(this.kinds)) if (other !== kind && this.inject(other)) break;
-      }
+      // Kinds not injected yet come first, so that even a short run gets every kind once.
+      const counts = this.countByKind();
+      const fresh = this.kinds.filter((kind) => counts[kind] === 0);
+      const candidates = [...this.random.shuffle(fresh), ...this.random.shuffle(this.kinds.filter((k) => !fresh.includes(k)))];
+      const first = fresh.length > 0 ? candidates[0] : this.random.pick(this.kinds);
+      // Not possible right now (its target already down): the next candidate.
+      for (const kind of [first, ...candidates.filter((k) => k !== first)]) if (this.inject(kind)) break;
     }
     await this.settled();
   }
