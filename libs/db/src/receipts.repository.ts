@@ -64,8 +64,9 @@ export class ReceiptsRepository {
   }
 
   /**
-   * Per recipient of `envelopeId`: read state and the latest receipt (append-only, latest wins);
-   * only `onlyMailboxId`'s row when given.
+   * Per recipient of `envelopeId`, in the envelope's recipient order (`to`, then new `cc`, as in its
+   * 202): read state and the latest receipt (append-only, latest wins); only `onlyMailboxId`'s row
+   * when given.
    */
   async recipientStatus(envelopeId: string, onlyMailboxId?: number): Promise<RecipientStatusRow[]> {
     const result = await sql<RecipientStatusRow>`
@@ -73,6 +74,7 @@ export class ReceiptsRepository {
              r.receipt_status as status, r.created_at as receipt_at
       from mailbox_entries m
       join agents a on a.id = m.mailbox_id
+      join envelopes subject on subject.id = m.envelope_id
       left join lateral (
         select e.receipt_status, e.created_at from envelopes e
         where e.receipt_for = ${envelopeId} and e.sender_id = m.mailbox_id
@@ -80,7 +82,7 @@ export class ReceiptsRepository {
       ) r on true
       where m.envelope_id = ${envelopeId}
         and ${onlyMailboxId === undefined ? sql`true` : sql`m.mailbox_id = ${onlyMailboxId}`}
-      order by m.seq, m.mailbox_id`.execute(this.db);
+      order by array_position(subject.recipients, a.handle), m.mailbox_id`.execute(this.db);
     return result.rows;
   }
 }

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AcceptService } from '#core';
-import { EnvelopesRepository, ReceiptsRepository, type ReceiptRow } from '#db';
+import { ReceiptsRepository, type ReceiptRow } from '#db';
 import {
   badRequest,
   isEnvelopeId,
@@ -22,7 +22,6 @@ import { validateRequest } from '#schemas';
 export class ReceiptsService {
   constructor(
     private readonly receipts: ReceiptsRepository,
-    private readonly envelopes: EnvelopesRepository,
     private readonly accept: AcceptService,
   ) {}
 
@@ -58,13 +57,7 @@ export class ReceiptsService {
     requireEnvelopeId(envelopeId);
     const parties = await this.receipts.parties(envelopeId, caller.id);
     if (!parties || (parties.sender_id !== caller.id && !parties.is_recipient)) throw notFound();
-    const all = parties.sender_id === caller.id;
-    const rows = await this.receipts.recipientStatus(envelopeId, all ? undefined : caller.id);
-    if (all) {
-      // The envelope's recipient order (to, then new cc handles), as in its 202; entry seqs are per mailbox.
-      const order = (await this.envelopes.findStored(envelopeId))?.recipients ?? [];
-      rows.sort((a, b) => order.indexOf(a.handle) - order.indexOf(b.handle));
-    }
+    const rows = await this.receipts.recipientStatus(envelopeId, parties.sender_id === caller.id ? undefined : caller.id);
     return {
       envelope_id: envelopeId,
       recipients: rows.map((row) => ({
