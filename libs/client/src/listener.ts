@@ -44,6 +44,8 @@ export interface ListenerOptions {
   /** No frame and no ping for this long: the socket is presumed dead and reopened (default 75 s). */
   idleTimeoutMs?: number;
   pageSize?: number;
+  /** Delay of the confirming second catch-up pass (default 1 s); see `catchUp`. */
+  catchUpConfirmMs?: number;
   /** Backoff base and ceiling (default 1 s and 30 s, ASMTP.md §6.6). */
   backoff?: { baseMs?: number; maxMs?: number };
   random?: () => number;
@@ -315,37 +317,46 @@ export class Listener {
     });
   }
 
-  /** ASMTP.md §6.6: page `GET /mailbox` (the `in` feed, ascending) from the cursor until `next_cursor === null`. */
+  /**
+   * ASMTP.md §6.6: page `GET /mailbox` (the `in` feed, ascending) from the cursor until
+   * `next_cursor === null`, then once more after `confirmMs`: an operator may take a moment after
+   * the upgrade to start pushing to the socket, and an envelope committed in that moment is neither
+   * in the first pass nor pushed. Only then may live frames move the cursor.
+   */
   private async catchUp(connection: Connection): Promise<void> {
     let after = connection.base;
     let pages = 0;
     let delivered = 0;
     const token = await this.token();
-    for (;;) {
-      if (this.stopped || connection.ws.readyState !== WebSocket.OPEN) return;
-      const page = await this.transport.json<MailboxPage>({
-        method: 'GET',
-        path: '/mailbox',
-        token,
-        query: {
-          order: 'asc',
-          limit: this.options.pageSize ?? 1000,
-          after_created_at: after?.created_at,
-          after_envelope_id: after?.envelope_id,
-        },
-      });
-      pages++;
-      await this.enqueue(async () => {
-        for (const header of page.envelope_headers) {
-          if (await this.deliverHeader(header, 'catchup')) delivered++;
-        }
-        const last = page.envelope_headers.at(-1);
-        if (last) after = { created_at: last.created_at, envelope_id: last.id };
-        if (page.next_cursor) after = maxCursor(after, page.next_cursor);
-        this.advance(after);
-      });
-      if (page.next_cursor === null) break;
+    for (let pass = 0; pass < 2; pass++) {
+      if (pass === 1) await new Promise((resolve) => setTimeout(resolve, this.options.catchUpConfirmMs ?? 1000));
+      for (;;) {
+        if (this.stopped || connection.ws.readyState !== WebSocket.OPEN) return;
+        const page = await this.transport.json<MailboxPage>({
+          method: 'GET',
+          path: '/mailbox',
+          token,
+          query: {
+            order: 'asc',
+            limit: this.options.pageSize ?? 1000,
+            after_created_at: after?.created_at,
+            after_envelope_id: after?.envelope_id,
+          },
+        });
+        pages++;
+        await this.enqueue(async () => {
+          for (const header of page.envelope_headers) {
+            if (await this.deliverHeader(header, 'catchup')) delivered++;
+          }
+          const last = page.envelope_headers.at(-1);
+          if (last) after = maxCursor(after, { created_at: last.created_at, envelope_id: last.id });
+          if (page.next_cursor) after = maxCursor(after, page.next_cursor);
+          this.advance(after);
+        });
+        if (page.next_cursor === null) break;
+      }
     }
+    if (this.stopped || connection.ws.readyState !== WebSocket.OPEN) return;
     await this.enqueue(() => this.settle(connection));
     this.event({ type: 'catchup', pages, delivered });
   }

@@ -86,6 +86,7 @@ function listen(extra: Partial<ConstructorParameters<typeof Listener>[0]> = {}) 
     url: op.url,
     token: 't',
     resumeWaitMs: 150,
+    catchUpConfirmMs: 50,
     pageSize: 7,
     onFrame: (frame: DeliveredFrame) => {
       if (frame.op === 'envelope.notify') ids.push(frame.id);
@@ -108,7 +109,8 @@ it('learns the operator does not resume, catches up over REST page by page, and 
   await sleep(100);
   expect(ids).toHaveLength(new Set(ids).size);
   expect(new Set(ids)).toEqual(new Set(op.headers.map((h) => h.id)));
-  expect(events.find((e) => e.type === 'catchup')).toMatchObject({ pages: 5 });
+  // Five pages, then the confirming pass.
+  expect(events.find((e) => e.type === 'catchup')).toMatchObject({ pages: 6 });
   // Later connections skip the wait: the listener remembers the operator is plain.
   op.sockets[0].terminate();
   await until(() => op.connections === 2, 5000, 'reconnect');

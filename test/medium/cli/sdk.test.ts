@@ -135,6 +135,7 @@ describe('Listener', () => {
         cursor: cursorFile,
         resume,
         resumeWaitMs: 300,
+        catchUpConfirmMs: 200,
         backoff: { baseMs: 20, maxMs: 100 },
         onFrame(frame: DeliveredFrame, source) {
           if (frame.op === 'envelope.notify') delivered.push(frame.id);
