@@ -154,6 +154,8 @@ describe('listen', () => {
       child.stdout!.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean)));
       child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
       await until(() => lines.length >= 1, 10_000, 'the waiting envelope');
+      // Settled: resumed, or caught up over REST (two passes); live frames move the cursor from here.
+      await until(() => /resumed from the cursor|caught up/.test(stderr), 10_000, 'the listener to settle');
       const live = await home.json<{ id: string }>(['--as', '@acme.alice', 'send', `@acme.listen-${mode}`, '-t', 'live']);
       await until(() => lines.length >= 2, 10_000, 'the live envelope');
       child.kill('SIGINT');
