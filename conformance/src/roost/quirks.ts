@@ -2,6 +2,7 @@ import { caps } from '../caps';
 import { eq, expectError, expectStatus, ok } from '../assert';
 import { test, type T } from '../runner';
 import { randomName, sleep } from '../ulid';
+import { connect, type Socket } from '../ws';
 import { envelope } from '../wire';
 import { inbox, unread } from '../asmtp/helpers';
 
@@ -85,6 +86,26 @@ roost('quirk.revoke-sockets', 'live sockets close with 4001 within a second afte
     ok(took <= 2_500, `${label}: the socket closed after ${took} ms (EXTENSIONS.md: within a second)`);
     if (took > 1_000) t.note(`${label}: the socket closed after ${took} ms`);
   }
+}, { exclusive: true });
+
+roost('quirk.no-spurious-revoke', 'a socket whose token is valid is never closed with 4001, even one opened while the gateway re-checks tokens (sweep)', async (t) => {
+  const agents = [];
+  for (let i = 0; i < 60; i += 10) agents.push(...(await Promise.all(Array.from({ length: 10 }, (_, j) => t.agent(`a${i + j}`)))));
+  // Bursts of fresh sockets (each the first of its mailbox) for longer than two default sweep intervals (5 s).
+  const deadline = Date.now() + 12_000;
+  let opened = 0;
+  const revoked: string[] = [];
+  while (Date.now() < deadline) {
+    const sockets: Socket[] = await Promise.all(agents.map((agent) => connect(t.options.url, { token: agent.token }, agent.handle)));
+    opened += sockets.length;
+    await sleep(60);
+    for (const socket of sockets) {
+      if (socket.closeCode === 4001) revoked.push(socket.label);
+      socket.terminate();
+    }
+    await sleep(10);
+  }
+  ok(revoked.length === 0, `${revoked.length} of ${opened} sockets with valid tokens were closed with 4001 "token revoked" (e.g. ${revoked[0]})`);
 }, { exclusive: true });
 
 roost('quirk.search-sent', '/search/messages covers envelopes the caller sent as well as received (§9.2.11)', async (t) => {
