@@ -19,6 +19,8 @@ export const CLOSE_REVOKED = 4001;
 export const CLOSE_SERVICE_RESTART = 1012;
 
 const PAGE = 500;
+/** How long after a plain socket starts its starting-window frames are still sent. */
+const START_GRACE_MS = 2_000;
 const OPEN = 1;
 
 const compareCursors = (a: Cursor, b: Cursor): number =>
@@ -38,6 +40,16 @@ class Connection {
   draining = false;
   missedPongs = 0;
   closed = false;
+  /**
+   * A plain (non-resuming) socket starts at the mailbox's `seq` read just after it registered. A
+   * commit between the registration and that read has a `seq` at or below the start, yet happened
+   * while the socket was open: its frame (arriving during the start or shortly after) is still
+   * sent, once. Without this it would be neither pushed nor seen by the client's catch-up, which
+   * may already have run.
+   */
+  startSeq = 0;
+  graceUntil = 0;
+  readonly graceSent = new Set<number>();
 
   constructor(
     readonly ws: WebSocket,
@@ -149,7 +161,11 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
         return;
       }
       if (cursor) await this.replay(connection, cursor);
-      else connection.lastSeq = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
+      else {
+        connection.lastSeq = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
+        connection.startSeq = connection.lastSeq;
+        connection.graceUntil = Date.now() + START_GRACE_MS;
+      }
       connection.state = 'live';
       await this.drain(connection);
     } catch (error) {
@@ -207,7 +223,10 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
           continue;
         }
         const { frame } = item;
-        if (frame.seq <= connection.lastSeq) continue;
+        if (frame.seq <= connection.lastSeq) {
+          if (this.startedWith(connection, frame.seq)) this.send(connection, frame.header, 'notify');
+          continue;
+        }
         if (frame.seq > connection.lastSeq + 1) await this.backfill(connection, frame.seq - 1, 'gap');
         if (frame.seq <= connection.lastSeq || connection.closed) continue;
         this.send(connection, frame.header, 'notify');
@@ -221,6 +240,13 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     } finally {
       connection.draining = false;
     }
+  }
+
+  /** A frame of a commit made while the socket was starting, not sent yet (see `Connection.startSeq`). */
+  private startedWith(connection: Connection, seq: number): boolean {
+    if (seq > connection.startSeq || Date.now() > connection.graceUntil || connection.graceSent.has(seq)) return false;
+    connection.graceSent.add(seq);
+    return true;
   }
 
   private async backfill(connection: Connection, through: number, cause: 'gap' | 'sweep'): Promise<void> {
