@@ -18,18 +18,13 @@ jest.setTimeout(170_000);
 
 const SUITE = resolve(__dirname, '../../dist/conformance/src/main.js');
 
-/** What a Roost target may skip: not observable black-box, or deliberately off in these runs. */
 /**
  * Real bugs the suite found and that are not fixed yet: their tests may FAIL (they are racy, so
  * they may also pass). Each entry names the bug; remove it with the fix.
  */
-const KNOWN_BUGS = new Map([
-  [
-    'roost.quirk.no-spurious-revoke',
-    'apps/gateway ConnectionsService.sweep() snapshots the held mailbox ids, awaits the token query, then walks the live map: a socket whose mailbox was first held during the query has no token row in the result and is closed with 4001 "token revoked"',
-  ],
-]);
+const KNOWN_BUGS = new Map<string, string>([]);
 
+/** What a Roost target may skip: not observable black-box, or deliberately off in these runs. */
 const EXPECTED_SKIPS = new Set([
   'asmtp.94', // the real CLI is not installable here; the interop group replays it
   'roost.resume.cursor-expired', // needs retention purges (days)

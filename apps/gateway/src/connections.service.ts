@@ -21,6 +21,8 @@ export const CLOSE_SERVICE_RESTART = 1012;
 const PAGE = 500;
 /** How long after a plain socket starts its starting-window frames are still sent. */
 const START_GRACE_MS = 2_000;
+/** How long a replay or backfill waits for a reader that makes no progress. */
+const PACED_WAIT_MS = 30_000;
 const OPEN = 1;
 
 const compareCursors = (a: Cursor, b: Cursor): number =>
@@ -192,13 +194,12 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
       const rows = await this.mailbox.entriesBySeq(connection.mailboxId, connection.lastSeq, target, PAGE);
       if (rows.length === 0) break;
       for (const row of rows) {
-        this.send(connection, row.header, 'replay');
+        if (!(await this.sendPaced(connection, row.header, 'replay'))) return;
         connection.lastSeq = row.seq;
         last = { created_at: row.created_at, envelope_id: row.envelope_id };
+        replayed++;
+        this.metrics.replayedFrames.inc();
       }
-      replayed += rows.length;
-      this.metrics.replayedFrames.inc(rows.length);
-      await this.flushed(connection);
     }
     connection.lastSeq = Math.max(connection.lastSeq, target);
     this.send(connection, JSON.stringify({ op: 'replay.complete', cursor: last, replayed }), 'control');
@@ -254,7 +255,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     while (connection.lastSeq < through && !connection.closed) {
       const rows = await this.mailbox.entriesBySeq(connection.mailboxId, connection.lastSeq, through, PAGE);
       for (const row of rows) {
-        this.send(connection, row.header, 'notify');
+        if (!(await this.sendPaced(connection, row.header, 'notify'))) return;
         connection.lastSeq = row.seq;
       }
       if (rows.length < PAGE) break;
@@ -273,8 +274,10 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     try {
       const ids = [...this.byMailbox.keys()];
       const [lastSeqs, tokens] = await Promise.all([this.mailbox.lastSeqs(ids), this.agents.tokenHashes(ids)]);
-      for (const [mailboxId, connections] of this.byMailbox) {
-        for (const connection of connections) {
+      // Only the mailboxes asked about: one first held during the queries has no answer yet (and
+      // must not be mistaken for a revoked one).
+      for (const mailboxId of ids) {
+        for (const connection of this.byMailbox.get(mailboxId) ?? []) {
           if (tokens.get(mailboxId) !== connection.tokenHash) {
             this.close(connection, CLOSE_REVOKED, 'token revoked', 'revoked');
             continue;
@@ -302,14 +305,25 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     }
   }
 
-  /** Resolves once the socket's send buffer is mostly written out (replay pacing). */
-  private flushed(connection: Connection): Promise<void> {
+  /**
+   * Send a frame read from Postgres (replay, backfill): wait while the socket's buffer is above a
+   * quarter of its bound instead of closing it as a slow consumer. Only a reader that makes no
+   * progress for PACED_WAIT_MS is closed (4008). False when the socket is gone.
+   */
+  private async sendPaced(connection: Connection, text: string, kind: string): Promise<boolean> {
     const low = this.config.gateway.maxBufferedBytes / 4;
-    return new Promise((resolve) => {
-      const check = () =>
-        connection.closed || connection.ws.bufferedAmount <= low ? resolve() : setTimeout(check, 5);
-      check();
-    });
+    const deadline = Date.now() + PACED_WAIT_MS;
+    while (!connection.closed && connection.ws.bufferedAmount > low) {
+      if (Date.now() > deadline) {
+        this.close(connection, CLOSE_SLOW_CONSUMER, 'slow consumer, resume from cursor', 'slow_consumer');
+        return false;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    if (connection.closed || connection.ws.readyState !== OPEN) return false;
+    connection.ws.send(text);
+    this.metrics.framesSent.inc({ kind });
+    return true;
   }
 
   private ping(): void {
