@@ -24,7 +24,8 @@ import { log, Random, request, sleep } from './util';
  * default 40), ROOST_CHAOS_FAULT_INTERVAL_S (mean pause between faults, default 12),
  * ROOST_CHAOS_SEED, ROOST_CHAOS_FAULTS (comma-separated kinds to inject, default all),
  * ROOST_CHAOS_KEEP=1 (keep the temp folder), ROOST_CHAOS_LOG_DIR (write each process's last log
- * lines there at the end), ROOST_CHAOS_SNAPSHOT=0 (run dist/ in place instead of a private copy).
+ * lines there at the end), ROOST_CHAOS_SNAPSHOT=0 (run dist/ in place instead of a private copy),
+ * ROOST_CHAOS_TAMPER=1 (delete one mailbox entry before checking: the run must fail).
  */
 
 const SPEED = 60; // one simulated minute per real second
@@ -41,6 +42,7 @@ interface Settings {
   kinds: FaultKind[];
   logDir: string | undefined;
   snapshot: boolean;
+  tamper: boolean;
 }
 
 function settings(): Settings {
@@ -68,6 +70,7 @@ function settings(): Settings {
     kinds: faultKinds(process.env.ROOST_CHAOS_FAULTS),
     logDir: process.env.ROOST_CHAOS_LOG_DIR || undefined,
     snapshot: process.env.ROOST_CHAOS_SNAPSHOT !== '0',
+    tamper: process.env.ROOST_CHAOS_TAMPER === '1',
   };
 }
 
@@ -275,6 +278,16 @@ async function run(s: Settings, world: World): Promise<Report> {
   for (const node of world.nodes) {
     ready[node.name] = await node.ready();
     running[node.name] = node.running;
+  }
+  if (s.tamper) {
+    // Proof that the checker can fail: lose one mailbox entry of an envelope that got 202 (and
+    // reached its listener). Lost, half-written, seq gap and listener "unexpected" must all fire.
+    const victim = load.sends.find((send) => send.accepted && !send.burst)!;
+    await db.query(
+      'delete from mailbox_entries where envelope_id = $1 and mailbox_id = (select id from agents where handle = $2)',
+      [victim.id, victim.to[0]],
+    );
+    log(`TAMPER: deleted the entry of ${victim.id} in ${victim.to[0]}`);
   }
   const report = await check({
     db,
