@@ -797,8 +797,8 @@ afterAll(async () => {
   const lines = [
     `authorization matrix: ${ROUTES.length} routes × ${PRINCIPALS.length} principals = ${ROUTES.length * PRINCIPALS.length} cells` +
       ` (+ ${ROUTES.length} owner-control cells = ${ROUTES.length * callers.length} tests)`,
-    `${'route'.padEnd(width)}  ${callers.map((c) => c.padStart(15)).join('')}`,
-    ...ROUTES.map((route) => `${route.name.padEnd(width)}  ${callers.map((c) => (observed.get(route.name)?.get(c) ?? '-').padStart(15)).join('')}`),
+    `${'route'.padEnd(width)}  ${callers.map((c) => c.padStart(17)).join('')}`,
+    ...ROUTES.map((route) => `${route.name.padEnd(width)}  ${callers.map((c) => (observed.get(route.name)?.get(c) ?? '-').padStart(17)).join('')}`),
   ];
   console.log(lines.join('\n'));
   await db?.end();

@@ -46,7 +46,8 @@ export type TableDigests = Record<
 /**
  * Digest of every row of every table, or with `owner` only of the rows of that tenant: its
  * organization, its agents, and what they own (blocks, mailboxes, sent envelopes, mailbox entries,
- * uploads, schedules, retention marks).
+ * uploads, schedules, retention marks). Envelopes and file bytes are immutable: their digest takes
+ * ids, stamps and sizes, not the (possibly megabyte) texts, so a digest stays cheap.
  */
 export async function digests(db: pg.Pool, owner?: string): Promise<TableDigests> {
   const tenant = owner !== undefined;
@@ -59,10 +60,10 @@ export async function digests(db: pg.Pool, owner?: string): Promise<TableDigests
       ${table('agents', 'a', 'a::text', 'a.id', tenant ? 'where a.owner = $1' : '')},
       ${table('blocks', 'b', 'b::text', 'b.agent_id, b.blocked_handle', mine('b.agent_id'))},
       ${table('mailboxes', 'm', 'm::text', 'm.agent_id', mine('m.agent_id'))},
-      ${table('envelopes', 'e', 'e::text', 'e.id', mine('e.sender_id'))},
+      ${table('envelopes', 'e', "concat_ws(',', e.id, e.sender_id, e.created_at, e.received_ms, pg_column_size(e.body), pg_column_size(e.header), e.recipients::text, e.receipt_for, e.receipt_status)", 'e.id', mine('e.sender_id'))},
       ${table('mailbox_entries', 'x', 'x::text', 'x.mailbox_id, x.seq', mine('x.mailbox_id'))},
-      ${table('files', 'f', "concat_ws(',', f.id, f.uploader_id, f.filename, f.content_type, f.envelope_id, md5(f.bytes))", 'f.id', mine('f.uploader_id'))},
-      ${table('schedules', 's', 's::text', 's.id', mine('s.owner_id'))},
+      ${table('files', 'f', "concat_ws(',', f.id, f.uploader_id, f.filename, f.content_type, f.size_bytes, f.envelope_id)", 'f.id', mine('f.uploader_id'))},
+      ${table('schedules', 's', "concat_ws(',', s.id, s.owner_id, s.status, pg_column_size(s.envelope), s.interval_ms, s.next_run_at, s.last_sent_at, s.last_envelope_id, s.send_count, s.max_count, s.end_at, s.last_error, s.lease_until, s.updated_at)", 's.id', mine('s.owner_id'))},
       ${table('retention_marks', 'r', 'r::text', 'r.mailbox_id', mine('r.mailbox_id'))}`,
     tenant ? [owner] : [],
   );

@@ -49,7 +49,13 @@ export class RoostWsAdapter extends WsAdapter {
   }
 
   override create(port: number, options: Record<string, unknown> = {}): WebSocketServer {
-    return super.create(port, { ...options, maxPayload: this.maxClientFrameBytes, perMessageDeflate: false });
+    const server: WebSocketServer = super.create(port, { ...options, maxPayload: this.maxClientFrameBytes, perMessageDeflate: false });
+    // A handshake `ws` refuses (bad Sec-WebSocket-Key or -Version, Upgrade header, method) gets the
+    // ASMTP error body too, not `ws`'s plain-text one.
+    server.on('wsClientError', (error: Error, socket: Duplex, request: IncomingMessage) => {
+      refuse(socket, request.method === 'GET' ? new AsmtpError(400, 'BAD_REQUEST', error.message) : new AsmtpError(405, 'METHOD_NOT_ALLOWED', error.message));
+    });
+    return server;
   }
 
   /** Clients send nothing ASMTP defines; their frames are read and dropped (§6.2). */
@@ -68,15 +74,12 @@ export class RoostWsAdapter extends WsAdapter {
   private async upgrade(port: number, request: ConnectRequest, socket: Duplex, head: Buffer): Promise<void> {
     try {
       if (this.draining) throw new AsmtpError(503, 'UNAVAILABLE', 'gateway is draining, reconnect elsewhere');
-      let path: string;
-      try {
-        path = new URL(request.url ?? '', 'http://gateway').pathname;
-      } catch {
-        throw new AsmtpError(400, 'BAD_REQUEST', 'unparsable request URL');
-      }
-      // Reference quirk kept for compatibility: a wrong path is 404 with code BAD_REQUEST.
-      if (path !== CONNECT_PATH) throw new AsmtpError(404, 'BAD_REQUEST', `no WebSocket endpoint at ${path}`);
       const url = request.url ?? '';
+      if (!URL.canParse(url, 'http://gateway')) throw new AsmtpError(400, 'BAD_REQUEST', 'unparsable request URL');
+      // The path exactly, as `ws` compares it (`/./connect` or `/connect#x` is not `/connect`).
+      // Reference quirk kept for compatibility: a wrong path is 404 with code BAD_REQUEST.
+      const path = url.includes('?') ? url.slice(0, url.indexOf('?')) : url;
+      if (path !== CONNECT_PATH) throw new AsmtpError(404, 'BAD_REQUEST', `no WebSocket endpoint at ${path.slice(0, 200)}`);
       const pairs = parseQueryString(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
       const queryToken = firstParam(pairs, 'token');
       const token = bearerFrom(request.headers.authorization) ?? (queryToken ? queryToken : null);

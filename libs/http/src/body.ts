@@ -13,6 +13,9 @@ const HARD_CAP_BYTES = 64 * 1024 * 1024;
  */
 export const MAX_JSON_DEPTH = 1000;
 
+/** A media type as Fastify parses it (RFC 9110: token "/" token, then any parameters). */
+const MEDIA_TYPE = /^\s*[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(;[\s\S]*)?$/;
+
 /** What the content-type parser leaves on `request.body`: bytes, not yet interpreted. */
 export class RawBody {
   constructor(
@@ -27,6 +30,14 @@ export class RawBody {
  * before any 400/413 about its body.
  */
 export function registerRawBodyParser(fastify: FastifyInstance): void {
+  // Fastify answers a Content-Type it cannot parse (`;`, `a;b`, empty) with its own 415, before
+  // any route or authentication runs. ASMTP does not check the Content-Type: read such a body as
+  // opaque bytes (an upload then gets its 400 INVALID_REQUEST for not being multipart).
+  fastify.addHook('onRequest', (request, _reply, done) => {
+    const type = request.raw.headers['content-type'];
+    if (type !== undefined && !MEDIA_TYPE.test(type)) request.raw.headers['content-type'] = 'application/octet-stream';
+    done();
+  });
   fastify.removeAllContentTypeParsers();
   fastify.addContentTypeParser('*', (_request, payload, done) => {
     const chunks: Buffer[] = [];

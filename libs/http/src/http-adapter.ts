@@ -1,3 +1,5 @@
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { AsmtpError } from '#domain';
@@ -24,6 +26,7 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
     return503OnClosing: false,
     forceCloseConnections: 'idle',
     logger: false,
+    clientErrorHandler: refuseMalformedRequest,
     // Failures Fastify meets before routing (a malformed percent-escape in the path, an
     // over-long path parameter) still answer with the ASMTP error body.
     frameworkErrors: (error: FastifyError, _request: unknown, reply: FastifyReply) => {
@@ -40,6 +43,19 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
     },
   });
   const fastify = adapter.getInstance();
+  const server = fastify.server as typeof fastify.server & { connectionsCheckingInterval: number };
+  // Slow clients (a body or headers dribbled a byte at a time) must be cut near the timeout:
+  // - Fastify sets requestTimeout after creating the server, which leaves Node's headersTimeout at
+  //   60 s; with headersTimeout above requestTimeout Node never times out a slow body at all;
+  // - Node checks both only when it sweeps its connections, every 30 s by default (read at listen).
+  server.headersTimeout = Math.min(60_000, options.requestTimeoutMs);
+  server.connectionsCheckingInterval = Math.min(1_000, Math.max(100, Math.floor(options.requestTimeoutMs / 4)));
+  // An Expect header other than 100-continue: Node would answer a bare 417 without a body.
+  server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
+    const body = JSON.stringify(new AsmtpError(417, 'BAD_REQUEST', 'unsupported Expect header').body());
+    response.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    response.end(body);
+  });
   refuseWhileClosing(fastify);
   const routes = new RouteTable();
   routes.attach(fastify);
@@ -69,4 +85,30 @@ function refuseWhileClosing(fastify: FastifyInstance): void {
       .header('content-type', 'application/json; charset=utf-8')
       .send(JSON.stringify(refusal.body()));
   });
+}
+
+/**
+ * Requests Node's HTTP parser refuses before Fastify routes them (a malformed request line or
+ * header, headers over the size limit, a request past ROOST_HTTP_REQUEST_TIMEOUT_MS) answer with
+ * the ASMTP error body too, not Fastify's `{"error":"Bad Request","statusCode":400}`; then the
+ * socket is closed, as Node and Fastify do by default.
+ */
+function refuseMalformedRequest(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const refusal =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new AsmtpError(408, 'BAD_REQUEST', 'the request was not received in time')
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? new AsmtpError(431, 'BAD_REQUEST', 'the request line and headers are too large')
+        : new AsmtpError(400, 'BAD_REQUEST', 'malformed HTTP request');
+  if (socket.writable) {
+    const body = JSON.stringify(refusal.body());
+    socket.write(
+      `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status] ?? ''}\r\n` +
+        'Connection: close\r\n' +
+        'Content-Type: application/json; charset=utf-8\r\n' +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
