@@ -26,6 +26,8 @@ export interface Config {
   db: {
     poolSize: number;
     statementTimeoutMs: number;
+    /** How long start-up waits for an unreachable Postgres before giving up. */
+    startupWaitMs: number;
   };
   accept: {
     /** Most envelopes committed in one shared transaction. */
@@ -187,6 +189,7 @@ export function loadConfig(env: Env = process.env): Config {
     db: {
       poolSize: integer(env, 'ROOST_DB_POOL_SIZE', 20, 2, 1000),
       statementTimeoutMs: integer(env, 'ROOST_DB_STATEMENT_TIMEOUT_MS', 15_000, 100, 3_600_000),
+      startupWaitMs: integer(env, 'ROOST_DB_STARTUP_WAIT_MS', 60_000, 0, 3_600_000),
     },
     accept: {
       batchMax: integer(env, 'ROOST_ACCEPT_BATCH_MAX', 128, 1, 10_000),

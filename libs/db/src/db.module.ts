@@ -1,5 +1,6 @@
-import { Global, Module, type OnApplicationShutdown } from '@nestjs/common';
+import { Global, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
 import { CONFIG, type Config } from '#config';
+import { isUnavailable } from '#domain';
 import { Metrics } from '#metrics';
 import { AgentsRepository } from './agents.repository';
 import { openPglite, openPostgres, type Database } from './database';
@@ -13,6 +14,8 @@ import { RetentionRepository } from './retention.repository';
 import { SchedulesRepository } from './schedules.repository';
 import { SearchRepository } from './search.repository';
 import { DATABASE, InjectDatabase } from './tokens';
+
+const logger = new Logger('db');
 
 const REPOSITORIES = [
   AgentsRepository,
@@ -39,8 +42,27 @@ export async function openDatabase(config: Config, metrics?: Metrics): Promise<D
           applicationName: `roost-${config.role}`,
           onQuery,
         });
-  await migrate(database);
+  await migrateWhenReachable(database, config.db.startupWaitMs);
   return database;
+}
+
+/**
+ * Migrate, waiting (with backoff) up to `waitMs` for a Postgres that is down or still starting, so
+ * a process started during a database restart comes up by itself instead of exiting into an
+ * orchestrator's growing restart back-off.
+ */
+async function migrateWhenReachable(database: Database, waitMs: number): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (let delay = 250; ; delay = Math.min(delay * 2, 5_000)) {
+    try {
+      await migrate(database);
+      return;
+    } catch (error) {
+      if (!isUnavailable(error) || Date.now() + delay > deadline) throw error;
+      logger.warn(`Postgres is not reachable yet (${(error as Error).message}); retrying in ${delay} ms`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
 }
 
 @Global()
