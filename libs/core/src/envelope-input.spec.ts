@@ -42,8 +42,13 @@ describe('parsePostedEnvelope (ASMTP §2.1, §2.5 step 2)', () => {
   });
 
   it('drops unknown top-level fields', () => {
-    const posted = parsePostedEnvelope(body({ priority: 'high', received_ms: 5, allow_warnings: ['secret'] }));
+    const posted = parsePostedEnvelope(body({ priority: 'high', received_ms: 5 }));
     expect(Object.keys(posted).sort()).toEqual(['content_parts', 'date_ms', 'id', 'to']);
+  });
+
+  it('carries allow_warnings (a Roost request field) for the content guard', () => {
+    const posted = parsePostedEnvelope(body({ allow_warnings: ['secret'] }));
+    expect(posted.allow_warnings).toEqual(['secret']);
   });
 
   it('treats subject: null and monitor: null as absent', () => {
