@@ -223,18 +223,30 @@ export class AgentsRepository {
   }
 
   /**
-   * Discovery candidates: handle or display name contains `needle` (ASCII case-insensitive),
-   * ordered by handle, after `afterHandle`, at most `limit`.
+   * Agents whose handle or display name contains `needle` (ASCII case-insensitive) and that
+   * `callerHandle` may see (ASMTP.md §1.8, the rule of `isVisibleTo`: public, itself, or allowlisting
+   * the caller or its owner glob), ordered by handle, after `afterHandle`, at most `limit`. The
+   * visibility filter is in the query so paging never has to step over hidden agents.
    */
-  searchCandidates(needle: string, limit: number, afterHandle?: string): Promise<Agent[]> {
+  searchVisible(needle: string, callerHandle: string, limit: number, afterHandle?: string): Promise<Agent[]> {
     const pattern = `%${needle.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const ownerGlob = `${callerHandle.slice(0, callerHandle.indexOf('.'))}.*`;
     let query = this.db
       .selectFrom('agents')
       .select(AGENT_COLUMNS)
-      .where((eb) => eb.or([eb('handle', 'ilike', pattern), eb('display_name', 'ilike', pattern)]));
+      .where((eb) => eb.or([eb('handle', 'ilike', pattern), eb('display_name', 'ilike', pattern)]))
+      .where((eb) =>
+        eb.or([
+          eb('visibility', '=', 'public'),
+          eb('handle', '=', callerHandle),
+          eb(sql<string>`${callerHandle}::text`, '=', sql<string>`any(allowlist)`),
+          eb(sql<string>`${ownerGlob}::text`, '=', sql<string>`any(allowlist)`),
+        ]),
+      );
     if (afterHandle !== undefined) query = query.where('handle', '>', afterHandle);
     return query.orderBy('handle').limit(limit).execute();
   }
+
 
   /** Current token hash of each agent (absent: deleted), to close sockets of revoked tokens. */
   async tokenHashes(agentIds: readonly number[]): Promise<Map<number, string>> {

@@ -1,5 +1,5 @@
 import type { AgentsRepository, SearchRepository } from '#db';
-import type { Agent } from '#domain';
+import { isVisibleTo, type Agent } from '#domain';
 import { SearchService } from './search.service';
 
 /** Agents `@o.<name>` by handle; `public` ones are visible to anyone. */
@@ -9,16 +9,15 @@ function directory(names: Array<[string, 'public' | 'private']>): Agent[] {
     .sort((a, b) => (a.handle < b.handle ? -1 : 1));
 }
 
-/** The repository's contract: `limit` candidates matching `q`, by handle, after `afterHandle`. */
-function service(agents: Agent[]): { search: SearchService; queries: () => number } {
-  let queries = 0;
+/** The repository's contract: visible agents matching `q`, by handle, after `afterHandle`, at most `limit`. */
+function service(agents: Agent[]): SearchService {
   const repository = {
-    searchCandidates: async (q: string, limit: number, afterHandle?: string) => {
-      queries++;
-      return agents.filter((a) => a.handle.includes(q) && (afterHandle === undefined || a.handle > afterHandle)).slice(0, limit);
-    },
+    searchVisible: async (q: string, callerHandle: string, limit: number, afterHandle?: string) =>
+      agents
+        .filter((a) => a.handle.includes(q) && isVisibleTo(a, callerHandle) && (afterHandle === undefined || a.handle > afterHandle))
+        .slice(0, limit),
   } as unknown as AgentsRepository;
-  return { search: new SearchService(repository, {} as SearchRepository), queries: () => queries };
+  return new SearchService(repository, {} as SearchRepository);
 }
 
 const caller = { id: -1, handle: '@x.caller', allowlist: [], visibility: 'private' } as unknown as Agent;
@@ -26,8 +25,8 @@ const handles = (page: { agents: Array<{ canonical_handle: string }> }) => page.
 const decode = (cursor: string | null) => (cursor === null ? null : Buffer.from(cursor, 'base64url').toString('utf8'));
 
 describe('SearchService.agentsPage: the cursor never names an agent the caller cannot see', () => {
-  it('fills the page past hidden candidates; the cursor is the last agent returned', async () => {
-    const { search } = service(directory([['a1', 'private'], ['a2', 'public'], ['a3', 'private'], ['a4', 'public'], ['a5', 'public']]));
+  it('a full page of visible agents carries a cursor naming the last one returned', async () => {
+    const search = service(directory([['a1', 'private'], ['a2', 'public'], ['a3', 'private'], ['a4', 'public'], ['a5', 'public']]));
     const page = await search.agentsPage(caller, { q: '@o.', limit: 2 });
     expect(handles(page)).toEqual(['@o.a2', '@o.a4']);
     expect(decode(page.next_cursor)).toBe('@o.a4');
@@ -36,19 +35,15 @@ describe('SearchService.agentsPage: the cursor never names an agent the caller c
   });
 
   it('a query matching only hidden agents answers exactly as one matching nothing', async () => {
-    const { search } = service(directory([['hidden', 'private'], ['other', 'private']]));
+    const search = service(directory([['hidden', 'private'], ['other', 'private']]));
     for (const limit of [1, 2, 50]) {
       expect(await search.agentsPage(caller, { q: 'hid', limit })).toEqual({ agents: [], next_cursor: null });
       expect(await search.agentsPage(caller, { q: 'zzz', limit })).toEqual({ agents: [], next_cursor: null });
     }
   });
 
-  it('scans a bounded number of candidates per request', async () => {
-    const many = Array.from({ length: 5_000 }, (_, i) => [`h${String(i).padStart(5, '0')}`, 'private'] as [string, 'private']);
-    const { search, queries } = service(directory([...many, ['zz', 'public']]));
-    const page = await search.agentsPage(caller, { q: '@o.', limit: 20 });
-    // Past the bound with nothing visible there is no cursor that would not name a hidden agent.
-    expect(page).toEqual({ agents: [], next_cursor: null });
-    expect(queries()).toBe(20);
+  it('a needle with a NUL matches nothing (no handle or display name can hold one)', async () => {
+    const search = service(directory([['a1', 'public']]));
+    expect(await search.agentsPage(caller, { q: 'a\u0000', limit: 5 })).toEqual({ agents: [], next_cursor: null });
   });
 });

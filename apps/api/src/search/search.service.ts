@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AgentsRepository, SearchRepository } from '#db';
-import { isVisibleTo, type Agent, type SearchQuery } from '#domain';
+import type { Agent, SearchQuery } from '#domain';
 
 const agentHit = (agent: Agent) => ({
   type: 'agent',
@@ -9,10 +9,6 @@ const agentHit = (agent: Agent) => ({
   display_name: agent.display_name,
   image_url: null,
 });
-
-/** Candidates fetched per query while filling a page of visible agents, and at most this many queries. */
-const SCAN_BATCH = 100;
-const SCAN_BATCHES = 20;
 
 /** Discovery search and message search (ASMTP.md §3.9); invisible items are silently filtered. */
 @Injectable()
@@ -23,46 +19,29 @@ export class SearchService {
   ) {}
 
   /**
-   * Up to `limit` agents visible to the caller, by handle. The cursor names the last agent returned
-   * (one the caller sees), never a candidate it may not see: a cursor, or a short page that still
-   * has one, would otherwise reveal that a hidden agent matching `q` exists (DESIGN.md invariant 7).
+   * Up to `limit` agents visible to the caller, by handle; the cursor names the last one returned.
+   * Hidden agents are filtered in the query, so neither a cursor nor a short page can reveal that a
+   * hidden agent matching `q` exists (DESIGN.md invariant 7).
    */
   async agentsPage(caller: Agent, query: SearchQuery) {
     const cursor = query.cursor === undefined ? undefined : Buffer.from(query.cursor, 'base64url').toString('utf8');
     // Handles hold no NUL (nor can Postgres text), so `handle > 'a\0…'` is exactly `handle > 'a'`.
-    let after = cursor?.split('\u0000')[0];
-    const visible: Agent[] = [];
-    let exhausted = false;
-    for (let batch = 0; batch < SCAN_BATCHES && visible.length < query.limit; batch++) {
-      const candidates = await this.candidates(query.q, SCAN_BATCH, after);
-      for (const agent of candidates) {
-        if (isVisibleTo(agent, caller.handle)) visible.push(agent);
-        if (visible.length === query.limit) break;
-      }
-      after = candidates.at(-1)?.handle;
-      if (candidates.length < SCAN_BATCH) {
-        exhausted = true;
-        break;
-      }
-    }
-    const last = visible.at(-1);
-    // Past the scan bound with a short page, continue from the last visible agent (or stop).
-    const more = visible.length === query.limit || (!exhausted && last !== undefined);
+    const agents = await this.visible(caller, query.q, query.limit, cursor?.split('\u0000')[0]);
+    const last = agents.at(-1);
     return {
-      agents: visible.map(agentHit),
-      next_cursor: more && last ? Buffer.from(last.handle, 'utf8').toString('base64url') : null,
+      agents: agents.map(agentHit),
+      next_cursor: agents.length === query.limit && last ? Buffer.from(last.handle, 'utf8').toString('base64url') : null,
     };
   }
 
   async everything(caller: Agent, query: SearchQuery) {
-    const candidates = await this.candidates(query.q, Math.min(4 * query.limit, 100));
-    const agents = candidates.filter((agent) => isVisibleTo(agent, caller.handle)).slice(0, query.limit);
+    const agents = await this.visible(caller, query.q, query.limit);
     return { agents: agents.map(agentHit), people: [], organizations: [] };
   }
 
   /** No handle or display name holds a NUL (Postgres text cannot), so a needle with one matches nothing. */
-  private candidates(q: string, limit: number, afterHandle?: string): Promise<Agent[]> {
-    return q.includes('\u0000') ? Promise.resolve([]) : this.agents.searchCandidates(q, limit, afterHandle);
+  private visible(caller: Agent, q: string, limit: number, afterHandle?: string): Promise<Agent[]> {
+    return q.includes('\u0000') ? Promise.resolve([]) : this.agents.searchVisible(q, caller.handle, limit, afterHandle);
   }
 
   /** Envelopes the caller sent or received (EXTENSIONS.md), newest first; reads nothing as read. */
