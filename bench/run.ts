@@ -3,6 +3,7 @@ import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
 import { guardCorpusScenario, guardScenario } from './guard';
 import { purgeScenario } from './purge';
+import { pushScenario } from './push';
 import { triageScenario } from './triage';
 
 /** `npm run bench -- <scenario>`: each scenario prints one JSON line with its figures. */
@@ -14,6 +15,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   guard: () => guardScenario(),
   'guard-corpus': () => guardCorpusScenario(),
   purge: () => purgeScenario(),
+  push: () => pushScenario(),
 };
 
 async function main(): Promise<void> {

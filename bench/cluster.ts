@@ -1,0 +1,263 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Redis from 'ioredis';
+import WebSocket from 'ws';
+import { ulid } from '#domain';
+import { freePort, request, requireEnv, scratchDatabase } from './support';
+
+/**
+ * Multi-process bench clusters: api and gateway processes (`ROOST_ROLE`) on one scratch database
+ * and one fresh Redis key prefix, with the file descriptor limit raised to the hard limit for every
+ * child. `close()` stops the processes, drops the database and deletes the prefix's keys.
+ *
+ * `ROOST_BENCH_CPU_PROF=<dir>` starts api and gateway processes with `--cpu-prof` into that folder
+ * (written when they exit after SIGTERM), to find where their time goes.
+ */
+
+const MAIN = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
+
+export type Role = 'api' | 'gateway';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The soft limit on open files of this process (the bench's own sockets count against it). */
+export function openFileLimit(pid: number | 'self' = 'self'): number {
+  const line = readFileSync(`/proc/${pid}/limits`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('Max open files'));
+  const soft = line?.split(/\s{2,}/)[1];
+  return soft === undefined || soft === 'unlimited' ? Infinity : Number(soft);
+}
+
+/** VmRSS of a process, in bytes. */
+export function rssBytes(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'));
+  if (!line) throw new Error(`no VmRSS for pid ${pid}`);
+  return Number(/(\d+)/.exec(line)![1]) * 1024;
+}
+
+/** One Roost process of one role; it keeps its port across stop and start. */
+export class RoostNode {
+  readonly url: string;
+  child: ChildProcess | undefined;
+  private exited: Promise<void> = Promise.resolve();
+  private readonly output: string[] = [];
+
+  constructor(
+    readonly role: Role,
+    readonly port: number,
+    private readonly env: Record<string, string>,
+  ) {
+    this.url = `http://127.0.0.1:${port}`;
+  }
+
+  get pid(): number {
+    if (!this.child?.pid) throw new Error(`${this.role} is not running`);
+    return this.child.pid;
+  }
+
+  get running(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  /** Spawn (file descriptor limit raised to the hard limit) and wait for /healthz. */
+  async start(timeoutMs = 60_000): Promise<void> {
+    const profDir = process.env.ROOST_BENCH_CPU_PROF;
+    const nodeArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${this.role}-${this.port}-${Date.now()}.cpuprofile`] : [];
+    const child = spawn('/bin/bash', ['-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, ...nodeArgs, MAIN], {
+      env: { ...process.env, ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    const keep = (chunk: Buffer) => {
+      this.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
+      if (this.output.length > 40) this.output.splice(0, this.output.length - 40);
+    };
+    child.stdout!.on('data', keep);
+    child.stderr!.on('data', keep);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (!this.running) throw new Error(`${this.role} exited during start-up:\n${this.output.join('\n')}`);
+      try {
+        if ((await fetch(`${this.url}/healthz`)).ok) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`${this.role} not healthy after ${timeoutMs} ms:\n${this.output.join('\n')}`);
+      await sleep(20);
+    }
+  }
+
+  /** SIGTERM (graceful drain: sockets close with 1012), SIGKILL after `graceMs`. */
+  async stop(graceMs = 15_000): Promise<void> {
+    if (!this.running) return this.exited;
+    this.child!.kill('SIGTERM');
+    const timer = setTimeout(() => this.child?.kill('SIGKILL'), graceMs);
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  /** The text of the process's /metrics. */
+  async metrics(): Promise<string> {
+    return (await request(this.url, 'GET', '/metrics', undefined)).text;
+  }
+}
+
+export interface BenchClusterOptions {
+  api?: number;
+  gateway?: number;
+  env?: Record<string, string>;
+}
+
+/** N api + M gateway processes on one scratch database and one Redis key prefix. */
+export class BenchCluster {
+  private constructor(
+    readonly apis: RoostNode[],
+    readonly gateways: RoostNode[],
+    readonly adminToken: string,
+    readonly databaseUrl: string,
+    readonly redisUrl: string,
+    readonly prefix: string,
+    private readonly dropDatabase: () => Promise<void>,
+  ) {}
+
+  static async start(options: BenchClusterOptions = {}): Promise<BenchCluster> {
+    const redisUrl = requireEnv('REDIS_URL');
+    const database = await scratchDatabase('roost_bench');
+    const prefix = `roost-bench:${ulid()}:`;
+    const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
+    const env = {
+      DATABASE_URL: database.url,
+      REDIS_URL: redisUrl,
+      ROOST_REDIS_PREFIX: prefix,
+      ROOST_ADMIN_TOKEN: adminToken,
+      ROOST_LOG_LEVEL: 'warn',
+      ROOST_RATE_LIMIT_PER_S: '0',
+      ...options.env,
+    };
+    const make = async (role: Role) => new RoostNode(role, await freePort(), env);
+    const apis = await Promise.all(Array.from({ length: options.api ?? 1 }, () => make('api')));
+    const gateways = await Promise.all(Array.from({ length: options.gateway ?? 1 }, () => make('gateway')));
+    const cluster = new BenchCluster(apis, gateways, adminToken, database.url, redisUrl, prefix, database.drop);
+    try {
+      // The first api applies the migrations; the others start after it.
+      await apis[0]?.start();
+      await Promise.all([...apis.slice(1), ...gateways].map((node) => node.start()));
+    } catch (error) {
+      await cluster.close();
+      throw error;
+    }
+    return cluster;
+  }
+
+  get nodes(): RoostNode[] {
+    return [...this.apis, ...this.gateways];
+  }
+
+  /** Open-policy agents through the admin API, `concurrency` requests in flight; tokens in order. */
+  async createAgents(handles: readonly string[], concurrency = 16): Promise<string[]> {
+    const tokens: string[] = new Array(handles.length);
+    let next = 0;
+    const worker = async () => {
+      while (next < handles.length) {
+        const i = next++;
+        const api = this.apis[i % this.apis.length];
+        const reply = await request(api.url, 'POST', '/_admin/agents', this.adminToken, JSON.stringify({ handle: handles[i], policy: 'open' }));
+        if (reply.status !== 201) throw new Error(`create ${handles[i]}: ${reply.status} ${reply.text}`);
+        tokens[i] = (JSON.parse(reply.text) as { token: string }).token;
+      }
+    };
+    await Promise.all(Array.from({ length: concurrency }, worker));
+    return tokens;
+  }
+
+  /** A Redis connection for the bench itself. */
+  redis(): Redis {
+    const redis = new Redis(this.redisUrl, { maxRetriesPerRequest: 1 });
+    redis.on('error', () => undefined);
+    return redis;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.stop()));
+    await this.dropDatabase().catch((error: unknown) => process.stderr.write(`bench: dropping the database failed: ${String(error)}\n`));
+    const redis = new Redis(this.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    redis.on('error', () => undefined);
+    try {
+      await redis.connect();
+      let cursor = '0';
+      do {
+        const [nextCursor, keys] = await redis.scan(cursor, 'MATCH', `${this.prefix}*`, 'COUNT', 1000);
+        cursor = nextCursor;
+        if (keys.length > 0) await redis.del(...keys);
+      } while (cursor !== '0');
+    } finally {
+      redis.disconnect();
+    }
+  }
+}
+
+/** `ws://` URL of a node's /connect endpoint. */
+export const connectUrl = (node: RoostNode) => `ws://127.0.0.1:${node.port}/connect`;
+
+/**
+ * One authenticated `/connect` socket; resolves once open. Frames are handed over raw (UTF-8 is not
+ * validated: the bench only reads the envelope id at a fixed offset).
+ */
+export function openSocket(url: string, token: string, onMessage?: (data: Buffer) => void): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` }, perMessageDeflate: false, skipUTF8Validation: true });
+    if (onMessage) ws.on('message', (data: Buffer) => onMessage(data));
+    const fail = (error: Error) => {
+      ws.removeListener('open', ok);
+      reject(error);
+    };
+    const ok = () => {
+      ws.removeListener('error', fail);
+      ws.on('error', () => undefined);
+      resolve(ws);
+    };
+    ws.once('open', ok);
+    ws.once('error', fail);
+    ws.once('unexpected-response', (_req, res) => {
+      ws.removeListener('error', fail);
+      ws.on('error', () => undefined);
+      reject(new Error(`/connect refused: ${res.statusCode}`));
+      ws.terminate();
+    });
+  });
+}
+
+/** Open `count` sockets with at most `concurrency` handshakes in flight. */
+export async function openSockets(
+  count: number,
+  concurrency: number,
+  open: (i: number) => Promise<WebSocket>,
+): Promise<WebSocket[]> {
+  const sockets: WebSocket[] = new Array(count);
+  let next = 0;
+  const worker = async () => {
+    while (next < count) {
+      const i = next++;
+      sockets[i] = await open(i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+  return sockets;
+}
+
+/** `{"op":"envelope.notify","id":"` — the id of a notify frame is the 26 bytes after it. */
+const NOTIFY_PREFIX = Buffer.from('{"op":"envelope.notify","id":"');
+
+/** The envelope id of an `envelope.notify` frame, else undefined (cheap: no JSON parse). */
+export function notifyId(data: Buffer): string | undefined {
+  if (data.length < NOTIFY_PREFIX.length + 26 || data.compare(NOTIFY_PREFIX, 0, NOTIFY_PREFIX.length, 0, NOTIFY_PREFIX.length) !== 0) return undefined;
+  return data.toString('latin1', NOTIFY_PREFIX.length, NOTIFY_PREFIX.length + 26);
+}
+
+export { sleep };

@@ -1,0 +1,178 @@
+import { loadavg } from 'node:os';
+import { ulid } from '#domain';
+import { BenchCluster, connectUrl, notifyId, openSocket, openSockets, sleep } from './cluster';
+import { percentile, request, round } from './support';
+
+const RECIPIENTS = 50;
+const SENDERS = 10;
+const RATE_PER_S = 200;
+const WARMUP_S = 2;
+
+/**
+ * Call `fn(n)` for n = 0 … count-1 at `ratePerS`, open loop (a slow answer never delays the next
+ * call); resolves when every call has settled.
+ */
+export async function paced(ratePerS: number, count: number, fn: (n: number) => Promise<void>, offsetMs = 0): Promise<void> {
+  const start = performance.now() + offsetMs;
+  const inFlight: Array<Promise<void>> = [];
+  for (let n = 0; n < count; n++) {
+    const due = start + (n * 1000) / ratePerS;
+    const wait = due - performance.now();
+    if (wait > 0.5) await sleep(wait);
+    inFlight.push(fn(n).catch(() => undefined));
+  }
+  await Promise.all(inFlight);
+}
+
+export const stats = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return { p50_ms: round(percentile(sorted, 50)), p99_ms: round(percentile(sorted, 99)), max_ms: round(sorted.at(-1) ?? NaN) };
+};
+
+/**
+ * The floor: a publisher connection XADDs a small entry and a reader connection blocked in XREAD
+ * receives it, `count` samples at `ratePerS`, concurrently with the push run (same machine load).
+ */
+async function redisFloor(cluster: BenchCluster, ratePerS: number, count: number): Promise<number[]> {
+  const publisher = cluster.redis();
+  const reader = cluster.redis();
+  const key = `${cluster.prefix}bench:floor`;
+  const started = new Map<number, number>();
+  const latencies: number[] = [];
+  let running = true;
+  let lastId = '$';
+  await reader.ping();
+  const readLoop = (async () => {
+    while (running) {
+      const reply = (await reader.xread('BLOCK', 500, 'STREAMS', key, lastId)) as Array<[string, Array<[string, string[]]>]> | null;
+      const now = performance.now();
+      for (const [, entries] of reply ?? []) {
+        for (const [id, fields] of entries) {
+          lastId = id;
+          const t0 = started.get(Number(fields[1]));
+          if (t0 !== undefined) latencies.push(now - t0);
+        }
+      }
+    }
+  })();
+  // Let the reader block first.
+  await sleep(50);
+  await paced(ratePerS, count, async (n) => {
+    started.set(n, performance.now());
+    await publisher.xadd(key, 'MAXLEN', '~', '10000', '*', 'i', String(n));
+  }, 1000 / ratePerS / 2);
+  const deadline = Date.now() + 5_000;
+  while (latencies.length < count && Date.now() < deadline) await sleep(10);
+  running = false;
+  await readLoop.catch(() => undefined);
+  publisher.disconnect();
+  reader.disconnect();
+  return latencies;
+}
+
+/**
+ * `push`: 50 recipients connected to a gateway process, 200 envelopes/s posted through a separate
+ * api process (one recipient each, round robin), for ROOST_BENCH_SECONDS (default 20). Latency is
+ * from the start of the POST to the `envelope.notify` frame on the recipient's socket, matched by
+ * envelope id (the sender mints the ULID). The floor is a raw Redis XADD → blocked XREAD round trip
+ * measured during the same seconds, with as many samples.
+ */
+export async function pushScenario(): Promise<Record<string, unknown>> {
+  const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
+  const load_before = round(loadavg()[0]);
+  const cluster = await BenchCluster.start({ api: 1, gateway: 1 });
+  const sockets: Array<{ terminate(): void }> = [];
+  try {
+    const recipients = Array.from({ length: RECIPIENTS }, (_, i) => `@bench.r${String(i).padStart(2, '0')}`);
+    const senders = Array.from({ length: SENDERS }, (_, i) => `@bench.s${i}`);
+    const tokens = await cluster.createAgents([...recipients, ...senders]);
+    const recipientTokens = tokens.slice(0, RECIPIENTS);
+    const senderTokens = tokens.slice(RECIPIENTS);
+
+    const pending = new Map<string, number>();
+    let latencies: number[] = [];
+    let unexpected = 0;
+    const onFrame = (data: Buffer) => {
+      const now = performance.now();
+      const id = notifyId(data);
+      if (id === undefined) return;
+      const t0 = pending.get(id);
+      if (t0 === undefined) {
+        unexpected++;
+        return;
+      }
+      pending.delete(id);
+      latencies.push(now - t0);
+    };
+    sockets.push(...(await openSockets(RECIPIENTS, 10, (i) => openSocket(connectUrl(cluster.gateways[0]), recipientTokens[i], onFrame))));
+    // Sockets start (token check, starting seq) asynchronously after the upgrade.
+    await sleep(500);
+
+    const api = cluster.apis[0];
+    let postLatencies: number[] = [];
+    let failed = 0;
+    const post = async (n: number) => {
+      const id = ulid();
+      const body = JSON.stringify({
+        id,
+        to: [recipients[n % RECIPIENTS]],
+        date_ms: Date.now(),
+        subject: `push ${n}`,
+        content_parts: [{ type: 'text', text: `push bench envelope ${n}` }],
+      });
+      const t0 = performance.now();
+      pending.set(id, t0);
+      const reply = await request(api.url, 'POST', '/messages', senderTokens[n % SENDERS], body);
+      if (reply.status === 202) postLatencies.push(performance.now() - t0);
+      else {
+        failed++;
+        pending.delete(id);
+      }
+    };
+
+    // Warm-up (connections, JIT, plans), not counted.
+    await paced(RATE_PER_S, WARMUP_S * RATE_PER_S, post);
+    await sleep(500);
+    latencies = [];
+    postLatencies = [];
+    failed = 0;
+    pending.clear();
+    unexpected = 0;
+
+    const count = seconds * RATE_PER_S;
+    const [floor] = await Promise.all([redisFloor(cluster, RATE_PER_S, count), paced(RATE_PER_S, count, post)]);
+    const deadline = Date.now() + 10_000;
+    while (pending.size > 0 && Date.now() < deadline) await sleep(20);
+
+    const push = stats(latencies);
+    const raw = stats(floor);
+    return {
+      scenario: 'push',
+      recipients: RECIPIENTS,
+      senders: SENDERS,
+      rate_per_s: RATE_PER_S,
+      seconds,
+      posted: count,
+      failed,
+      frames: latencies.length,
+      missing: pending.size,
+      unexpected,
+      p50_ms: push.p50_ms,
+      p99_ms: push.p99_ms,
+      max_ms: push.max_ms,
+      post_202_p50_ms: stats(postLatencies).p50_ms,
+      post_202_p99_ms: stats(postLatencies).p99_ms,
+      redis_floor_samples: floor.length,
+      redis_floor_p50_ms: raw.p50_ms,
+      redis_floor_p99_ms: raw.p99_ms,
+      target_p99_ms: 15,
+      met: push.p99_ms <= 15 && pending.size === 0,
+      processes: '1 api + 1 gateway, real Postgres and Redis',
+      load_1m_before: load_before,
+      load_1m_after: round(loadavg()[0]),
+    };
+  } finally {
+    for (const ws of sockets) ws?.terminate();
+    await cluster.close();
+  }
+}
