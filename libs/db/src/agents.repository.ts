@@ -48,12 +48,14 @@ export interface BlockRow {
 export class AgentsRepository {
   private readonly db: Kysely<DB>;
 
-  constructor(@InjectDatabase() database: Database) {
+  constructor(@InjectDatabase() private readonly database: Database) {
     this.db = database.db;
   }
 
-  findByTokenHash(tokenHash: string): Promise<Agent | undefined> {
-    return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('token_hash', '=', tokenHash).executeTakeFirst();
+  /** Every authenticated request runs this: a prepared statement. */
+  async findByTokenHash(tokenHash: string): Promise<Agent | undefined> {
+    const query = this.db.selectFrom('agents').select(AGENT_COLUMNS).where('token_hash', '=', tokenHash).compile();
+    return (await this.database.prepared<Agent>('roost_agent_by_token', query))[0];
   }
 
   findById(id: number): Promise<Agent | undefined> {
@@ -64,19 +66,10 @@ export class AgentsRepository {
     return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('handle', '=', handle).executeTakeFirst();
   }
 
-  findByHandles(handles: readonly string[]): Promise<Agent[]> {
-    if (handles.length === 0) return Promise.resolve([]);
-    return this.db
-      .selectFrom('agents')
-      .select(AGENT_COLUMNS)
-      .where('handle', '=', sql<string>`any(${[...handles]}::text[])`)
-      .execute();
-  }
-
   /** Recipients by handle, each with whether it blocked `senderHandle` (one query per accept). */
-  findRecipients(handles: readonly string[], senderHandle: string): Promise<Array<Agent & { blocks_sender: boolean }>> {
-    if (handles.length === 0) return Promise.resolve([]);
-    return this.db
+  async findRecipients(handles: readonly string[], senderHandle: string): Promise<Array<Agent & { blocks_sender: boolean }>> {
+    if (handles.length === 0) return [];
+    const query = this.db
       .selectFrom('agents')
       .select(AGENT_COLUMNS)
       .select((eb) =>
@@ -92,7 +85,8 @@ export class AgentsRepository {
           .as('blocks_sender'),
       )
       .where('handle', '=', sql<string>`any(${[...handles]}::text[])`)
-      .execute();
+      .compile();
+    return this.database.prepared<Agent & { blocks_sender: boolean }>('roost_recipients', query);
   }
 
   /** All agents, or those of one owner (an organization), sorted by handle in byte order. */

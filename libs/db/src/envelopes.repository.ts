@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
-import type { Database } from './database';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
+import type { Database, SqlSession } from './database';
 import type { DB } from './schema';
 import { InjectDatabase } from './tokens';
 
@@ -45,7 +45,8 @@ export interface StoredEnvelopeRow {
   recipients: string[];
 }
 
-export type Tx = Transaction<DB>;
+/** The accept transaction: one session; its statements run as named prepared statements. */
+export type Tx = SqlSession;
 
 /**
  * The accept transaction's statements. Each takes the transaction it runs in; the service
@@ -55,39 +56,39 @@ export type Tx = Transaction<DB>;
 export class EnvelopesRepository {
   private readonly db: Kysely<DB>;
 
-  constructor(@InjectDatabase() database: Database) {
+  constructor(@InjectDatabase() private readonly database: Database) {
     this.db = database.db;
   }
 
   transaction<T>(fn: (trx: Tx) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute(fn);
+    return this.database.transaction(fn);
   }
 
   /** Lock the recipients' mailbox rows in id order (no deadlock between multi-recipient sends). */
-  async lockMailboxes(trx: Tx, agentIds: readonly number[]): Promise<MailboxState[]> {
+  lockMailboxes(trx: Tx, agentIds: readonly number[]): Promise<MailboxState[]> {
     const sorted = [...agentIds].sort((a, b) => a - b);
-    const result = await sql<MailboxState>`
+    const query = sql<MailboxState>`
       select agent_id, last_seq, last_created_at from mailboxes
       where agent_id = any(${sorted}::bigint[])
       order by agent_id
-      for update`.execute(trx);
-    return result.rows;
+      for update`;
+    return trx.prepared('roost_lock_mailboxes', query.compile(this.db));
   }
 
   /** Insert envelopes (in id order); returns the ids that were new. An existing id is skipped. */
   async insertEnvelopes(trx: Tx, rows: readonly EnvelopeRow[]): Promise<Set<string>> {
-    const result = await insertEnvelopesSql(rows).execute(trx);
-    return new Set(result.rows.map((row) => row.id));
+    const inserted = await trx.prepared<{ id: string }>('roost_insert_envelopes', insertEnvelopesSql(rows).compile(this.db));
+    return new Set(inserted.map((row) => row.id));
   }
 
   async insertEntries(trx: Tx, rows: readonly EntryRow[]): Promise<void> {
     if (rows.length === 0) return;
-    await insertEntriesSql(rows).execute(trx);
+    await trx.prepared('roost_insert_entries', insertEntriesSql(rows).compile(this.db));
   }
 
   async advanceMailboxes(trx: Tx, states: readonly MailboxState[]): Promise<void> {
     if (states.length === 0) return;
-    await advanceMailboxesSql(states).execute(trx);
+    await trx.prepared('roost_advance_mailboxes', advanceMailboxesSql(states).compile(this.db));
   }
 
   /**
@@ -101,24 +102,26 @@ export class EnvelopesRepository {
     entries: readonly EntryRow[],
     states: readonly MailboxState[],
   ): Promise<Set<string>> {
-    const result = await sql<{ id: string }>`
+    const query = sql<{ id: string }>`
       with inserted as (${insertEnvelopesSql(envelopes)}),
       entries as (${insertEntriesSql(entries)}),
       advanced as (${advanceMailboxesSql(states)})
-      select id from inserted`.execute(trx);
-    return new Set(result.rows.map((row) => row.id));
+      select id from inserted`;
+    const inserted = await trx.prepared<{ id: string }>('roost_accept_batch', query.compile(this.db));
+    return new Set(inserted.map((row) => row.id));
   }
 
   /** Bind pending files of `uploaderId` to the envelope; returns how many were claimed. */
   async claimFiles(trx: Tx, envelopeId: string, uploaderId: number, fileIds: readonly string[]): Promise<number> {
-    const result = await trx
+    const query = this.db
       .updateTable('files')
       .set({ envelope_id: envelopeId })
       .where('id', '=', sql<string>`any(${[...fileIds]}::text[])`)
       .where('uploader_id', '=', uploaderId)
       .where('envelope_id', 'is', null)
-      .executeTakeFirst();
-    return Number(result.numUpdatedRows);
+      .returning('id')
+      .compile();
+    return (await trx.prepared('roost_claim_files', query)).length;
   }
 
   /** The stored envelope with this id, for the idempotency decision of ASMTP.md §2.6. */
