@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type Kysely } from 'kysely';
+import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type { Agent } from '#domain';
 import type { Database } from './database';
 import type { DB } from './schema';
@@ -52,11 +52,14 @@ export class AgentsRepository {
     this.db = database.db;
   }
 
-  /** Every authenticated request runs this: a prepared statement. */
+  /** Every authenticated request runs this: a prepared statement, its SQL built once. */
   async findByTokenHash(tokenHash: string): Promise<Agent | undefined> {
-    const query = this.db.selectFrom('agents').select(AGENT_COLUMNS).where('token_hash', '=', tokenHash).compile();
-    return (await this.database.prepared<Agent>('roost_agent_by_token', query))[0];
+    this.byTokenSql ??= this.db.selectFrom('agents').select(AGENT_COLUMNS).where('token_hash', '=', '$1').compile().sql;
+    return (await this.database.prepared<Agent>('roost_agent_by_token', CompiledQuery.raw(this.byTokenSql, [tokenHash])))[0];
   }
+
+  private byTokenSql: string | undefined;
+  private recipientsSql: string | undefined;
 
   findById(id: number): Promise<Agent | undefined> {
     return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('id', '=', id).executeTakeFirst();
@@ -69,7 +72,14 @@ export class AgentsRepository {
   /** Recipients by handle, each with whether it blocked `senderHandle` (one query per accept). */
   async findRecipients(handles: readonly string[], senderHandle: string): Promise<Array<Agent & { blocks_sender: boolean }>> {
     if (handles.length === 0) return [];
-    const query = this.db
+    this.recipientsSql ??= this.recipientsQuery('$1', ['$2']).sql;
+    const query = CompiledQuery.raw(this.recipientsSql, [senderHandle, [...handles]]);
+    return this.database.prepared<Agent & { blocks_sender: boolean }>('roost_recipients', query);
+  }
+
+  /** Parameters in this order: the sender's handle ($1), the recipient handles ($2). */
+  private recipientsQuery(senderHandle: string, handles: readonly string[]) {
+    return this.db
       .selectFrom('agents')
       .select(AGENT_COLUMNS)
       .select((eb) =>
@@ -86,7 +96,6 @@ export class AgentsRepository {
       )
       .where('handle', '=', sql<string>`any(${[...handles]}::text[])`)
       .compile();
-    return this.database.prepared<Agent & { blocks_sender: boolean }>('roost_recipients', query);
   }
 
   /** All agents, or those of one owner (an organization), sorted by handle in byte order. */
