@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
@@ -261,3 +261,78 @@ export function notifyId(data: Buffer): string | undefined {
 }
 
 export { sleep };
+
+/** CPU seconds (user + system) a process has used so far. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // fields[11] and [12] are utime and stime (fields 14 and 15 of proc(5)), in clock ticks.
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/** Machine-wide CPU time counters (all cores), in clock ticks, by /proc/stat column. */
+export function machineCpu(): { user: number; nice: number; system: number; idle: number; iowait: number; irq: number; softirq: number; steal: number; total: number } {
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+  return { user, nice, system, idle, iowait, irq, softirq, steal, total: user + nice + system + idle + iowait + irq + softirq + steal };
+}
+
+/** CPU ticks of every process on the machine, by pid, with its command name. */
+function processTicks(): Map<number, { comm: string; ticks: number }> {
+  const out = new Map<number, { comm: string; ticks: number }>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.set(Number(entry), { comm, ticks: Number(fields[11]) + Number(fields[12]) });
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return out;
+}
+
+/**
+ * CPU use over a window, in % of one core: the named processes, every other process grouped by
+ * command name (Postgres backends and background writers, redis-server, …, those above 2%), and the
+ * machine's busy share of all cores split by kind (user, system, softirq, steal). `begin()`, `end()`.
+ */
+export function cpuWindow(named: Record<string, number>) {
+  let start = 0;
+  let before = processTicks();
+  let machine = machineCpu();
+  return {
+    begin(): void {
+      start = performance.now();
+      before = processTicks();
+      machine = machineCpu();
+    },
+    end(): Record<string, number> {
+      const seconds = (performance.now() - start) / 1000;
+      const after = processTicks();
+      const pct = (ticks: number) => Math.round((ticks / 100 / seconds) * 100);
+      const names = new Map(Object.entries(named).map(([name, pid]) => [pid, name]));
+      const byName = new Map<string, number>();
+      for (const [pid, { comm, ticks }] of after) {
+        const delta = ticks - (before.get(pid)?.ticks ?? 0);
+        const name = pid === process.pid ? 'bench' : (names.get(pid) ?? comm);
+        byName.set(name, (byName.get(name) ?? 0) + delta);
+      }
+      const out: Record<string, number> = {};
+      for (const name of [...Object.keys(named), 'bench']) out[name] = pct(byName.get(name) ?? 0);
+      for (const [name, ticks] of [...byName].sort((a, b) => b[1] - a[1])) {
+        if (!(name in out) && pct(ticks) >= 2) out[name] = pct(ticks);
+      }
+      const now = machineCpu();
+      const total = now.total - machine.total;
+      const share = (key: 'user' | 'system' | 'softirq' | 'steal' | 'iowait') => Math.round(((now[key] - machine[key]) / total) * 100);
+      out.machine_busy_pct = Math.round((1 - (now.idle - machine.idle + now.iowait - machine.iowait) / total) * 100);
+      out.machine_user_pct = share('user') + Math.round(((now.nice - machine.nice) / total) * 100);
+      out.machine_system_pct = share('system');
+      out.machine_softirq_pct = share('softirq');
+      out.machine_steal_pct = share('steal');
+      return out;
+    },
+  };
+}

@@ -92,6 +92,10 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
     const pending = new Map<string, number>();
     let latencies: number[] = [];
     let unexpected = 0;
+    let stampToFrame: number[] = [];
+    /** Arrival of each frame and of each 202, by envelope id: how the frame races the response. */
+    const frameAt = new Map<string, number>();
+    const acceptedAt = new Map<string, number>();
     const onFrame = (data: Buffer) => {
       const now = performance.now();
       const id = notifyId(data);
@@ -103,6 +107,10 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
       }
       pending.delete(id);
       latencies.push(now - t0);
+      frameAt.set(id, now);
+      // `created_at` is stamped in the accept transaction just before its commit (same clock).
+      const createdAt = (JSON.parse(data.toString('utf8')) as { created_at: number }).created_at;
+      stampToFrame.push(Date.now() - createdAt);
     };
     sockets.push(...(await openSockets(RECIPIENTS, 10, (i) => openSocket(connectUrl(cluster.gateways[0]), recipientTokens[i], onFrame))));
     // Sockets start (token check, starting seq) asynchronously after the upgrade.
@@ -123,7 +131,10 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
       const t0 = performance.now();
       pending.set(id, t0);
       const reply = await request(api.url, 'POST', '/messages', senderTokens[n % SENDERS], body);
-      if (reply.status === 202) postLatencies.push(performance.now() - t0);
+      if (reply.status === 202) {
+        postLatencies.push(performance.now() - t0);
+        acceptedAt.set(id, performance.now());
+      }
       else {
         failed++;
         pending.delete(id);
@@ -134,6 +145,9 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
     await paced(RATE_PER_S, WARMUP_S * RATE_PER_S, post);
     await sleep(500);
     latencies = [];
+    stampToFrame = [];
+    frameAt.clear();
+    acceptedAt.clear();
     postLatencies = [];
     failed = 0;
     pending.clear();
@@ -144,6 +158,11 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
     const deadline = Date.now() + 10_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(20);
 
+    const frameMinus202: number[] = [];
+    for (const [id, at] of frameAt) {
+      const accepted = acceptedAt.get(id);
+      if (accepted !== undefined) frameMinus202.push(at - accepted);
+    }
     const push = stats(latencies);
     const raw = stats(floor);
     return {
@@ -160,8 +179,12 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
       p50_ms: push.p50_ms,
       p99_ms: push.p99_ms,
       max_ms: push.max_ms,
+      created_at_to_frame_p50_ms: stats(stampToFrame).p50_ms,
+      created_at_to_frame_p99_ms: stats(stampToFrame).p99_ms,
       post_202_p50_ms: stats(postLatencies).p50_ms,
       post_202_p99_ms: stats(postLatencies).p99_ms,
+      frame_minus_202_p50_ms: stats(frameMinus202).p50_ms,
+      frame_minus_202_p99_ms: stats(frameMinus202).p99_ms,
       redis_floor_samples: floor.length,
       redis_floor_p50_ms: raw.p50_ms,
       redis_floor_p99_ms: raw.p99_ms,

@@ -1,6 +1,8 @@
 import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
+import { connectionsScenario } from './connections';
+import { fanoutScenario } from './fanout';
 import { guardCorpusScenario, guardScenario } from './guard';
 import { purgeScenario } from './purge';
 import { pushScenario } from './push';
@@ -16,6 +18,8 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'guard-corpus': () => guardCorpusScenario(),
   purge: () => purgeScenario(),
   push: () => pushScenario(),
+  fanout: () => fanoutScenario(),
+  connections: () => connectionsScenario(),
 };
 
 async function main(): Promise<void> {

@@ -1,0 +1,174 @@
+import { loadavg } from 'node:os';
+import { ulid } from '#domain';
+import { BenchCluster, connectUrl, cpuWindow, notifyId, openSocket, openSockets, sleep } from './cluster';
+import { stats } from './push';
+import { request, round } from './support';
+
+const AGENTS = 2_000;
+const PER_ENVELOPE = 50;
+const GROUPS = AGENTS / PER_ENVELOPE;
+const SENDERS = 16;
+const WARMUP_S = 3;
+
+interface Sent {
+  t0: number;
+  frames: number;
+  measured: boolean;
+}
+
+/**
+ * `fanout`: 2,000 open-policy agents, one socket each, spread over ROOST_BENCH_GATEWAYS gateway
+ * processes (default 2, agent i on gateway i % n); envelopes `to` 50 handles each (40 disjoint
+ * groups of 50 consecutive agents, round robin) posted through ROOST_BENCH_APIS api processes
+ * (default 1) by ROOST_BENCH_CONCURRENCY closed-loop senders (default 16: enough to keep the
+ * accept path saturated) for ROOST_BENCH_SECONDS (default 20) after a 3 s warm-up. Frames per
+ * second = `envelope.notify` frames the clients received during the window / window; latency is
+ * POST start → each frame. Agents are created through the admin API, 16 requests in flight.
+ */
+export async function fanoutScenario(): Promise<Record<string, unknown>> {
+  const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
+  const gateways = Number(process.env.ROOST_BENCH_GATEWAYS ?? 2);
+  const apis = Number(process.env.ROOST_BENCH_APIS ?? 1);
+  const concurrency = Number(process.env.ROOST_BENCH_CONCURRENCY ?? 16);
+  const load_before = round(loadavg()[0]);
+  const cluster = await BenchCluster.start({ api: apis, gateway: gateways });
+  const sockets: Array<{ terminate(): void }> = [];
+  try {
+    const handles = Array.from({ length: AGENTS }, (_, i) => `@bench.f${String(i).padStart(4, '0')}`);
+    const senderHandles = Array.from({ length: SENDERS }, (_, i) => `@bench.fs${String(i).padStart(2, '0')}`);
+    const setupStart = performance.now();
+    const tokens = await cluster.createAgents([...handles, ...senderHandles]);
+    const agentSetupS = (performance.now() - setupStart) / 1000;
+    const senderTokens = tokens.slice(AGENTS);
+
+    const sent = new Map<string, Sent>();
+    let latencies: number[] = [];
+    let framesInWindow = 0;
+    let measuring = false;
+    let unexpected = 0;
+    const onFrame = (data: Buffer) => {
+      const now = performance.now();
+      const id = notifyId(data);
+      if (id === undefined) return;
+      const entry = sent.get(id);
+      if (!entry) {
+        unexpected++;
+        return;
+      }
+      entry.frames++;
+      if (measuring) framesInWindow++;
+      if (entry.measured) latencies.push(now - entry.t0);
+    };
+    const socketStart = performance.now();
+    sockets.push(
+      ...(await openSockets(AGENTS, 50, (i) => openSocket(connectUrl(cluster.gateways[i % gateways]), tokens[i], onFrame))),
+    );
+    const socketSetupS = (performance.now() - socketStart) / 1000;
+    await sleep(1_000);
+
+    let envelopes = 0;
+    let failed = 0;
+    let postLatencies: number[] = [];
+    let n = 0;
+    const sender = (measured: boolean, until: number) => async (worker: number) => {
+      while (performance.now() < until) {
+        const i = n++;
+        const group = i % GROUPS;
+        const id = ulid();
+        const body = JSON.stringify({
+          id,
+          to: handles.slice(group * PER_ENVELOPE, (group + 1) * PER_ENVELOPE),
+          date_ms: Date.now(),
+          subject: `fanout ${i}`,
+          content_parts: [{ type: 'text', text: `fanout bench envelope ${i}` }],
+        });
+        const api = cluster.apis[worker % apis];
+        const t0 = performance.now();
+        sent.set(id, { t0, frames: 0, measured });
+        const reply = await request(api.url, 'POST', '/messages', senderTokens[worker % SENDERS], body).catch(() => ({ status: 0, text: '' }));
+        if (reply.status === 202) {
+          if (measured) {
+            envelopes++;
+            postLatencies.push(performance.now() - t0);
+          }
+        } else {
+          sent.delete(id);
+          if (measured) failed++;
+        }
+      }
+    };
+    const run = (measured: boolean, ms: number) => {
+      const until = performance.now() + ms;
+      return Promise.all(Array.from({ length: concurrency }, (_, worker) => sender(measured, until)(worker)));
+    };
+
+    await run(false, WARMUP_S * 1000);
+    latencies = [];
+    postLatencies = [];
+
+    const pids: Record<string, number> = {};
+    cluster.apis.forEach((node, i) => (pids[`api${i}`] = node.pid));
+    cluster.gateways.forEach((node, i) => (pids[`gateway${i}`] = node.pid));
+    const cpu = cpuWindow(pids);
+
+    cpu.begin();
+    measuring = true;
+    const windowStart = performance.now();
+    await run(true, seconds * 1000);
+    const windowS = (performance.now() - windowStart) / 1000;
+    measuring = false;
+    const cpuPct = cpu.end();
+
+    // Everything sent must arrive (and nothing twice).
+    const expected = () => {
+      let missing = 0;
+      let duplicated = 0;
+      for (const entry of sent.values()) {
+        if (entry.frames < PER_ENVELOPE) missing += PER_ENVELOPE - entry.frames;
+        if (entry.frames > PER_ENVELOPE) duplicated += entry.frames - PER_ENVELOPE;
+      }
+      return { missing, duplicated };
+    };
+    const drainStart = performance.now();
+    const deadline = Date.now() + 30_000;
+    while (expected().missing > 0 && Date.now() < deadline) await sleep(50);
+    const drainS = (performance.now() - drainStart) / 1000;
+    const { missing, duplicated } = expected();
+
+    const frames = stats(latencies);
+    const post = stats(postLatencies);
+    const framesPerS = round(framesInWindow / windowS, 0);
+    return {
+      scenario: 'fanout',
+      agents: AGENTS,
+      sockets: AGENTS,
+      gateways,
+      apis,
+      recipients_per_envelope: PER_ENVELOPE,
+      senders_in_flight: concurrency,
+      seconds,
+      agent_setup: `admin API, 16 in flight: ${round(agentSetupS, 1)} s for ${AGENTS + SENDERS}`,
+      socket_setup_s: round(socketSetupS, 1),
+      envelopes_per_s: round(envelopes / windowS, 1),
+      failed,
+      frames_per_s: framesPerS,
+      frame_p50_ms: frames.p50_ms,
+      frame_p99_ms: frames.p99_ms,
+      frame_max_ms: frames.max_ms,
+      post_202_p50_ms: post.p50_ms,
+      post_202_p99_ms: post.p99_ms,
+      missing,
+      duplicated,
+      unexpected,
+      drain_after_window_s: round(drainS, 2),
+      cpu_pct_of_one_core: cpuPct,
+      target_frames_per_s: 20_000,
+      met: framesPerS >= 20_000 && missing === 0 && duplicated === 0,
+      load_1m_before: load_before,
+      load_1m_after: round(loadavg()[0]),
+    };
+  } finally {
+    for (const ws of sockets) ws?.terminate();
+    await cluster.close();
+  }
+}
