@@ -326,6 +326,10 @@ export function cpuWindow(named: Record<string, number>) {
       }
       const now = machineCpu();
       const total = now.total - machine.total;
+      const busyTicks = total - (now.idle - machine.idle) - (now.iowait - machine.iowait);
+      const listed = Object.values(out).reduce((sum, value) => sum + value, 0);
+      // Kernel work outside any process (softirq), and processes that exited during the window.
+      out.other = Math.max(0, pct(busyTicks) - listed);
       const share = (key: 'user' | 'system' | 'softirq' | 'steal' | 'iowait') => Math.round(((now[key] - machine[key]) / total) * 100);
       out.machine_busy_pct = Math.round((1 - (now.idle - machine.idle + now.iowait - machine.iowait) / total) * 100);
       out.machine_user_pct = share('user') + Math.round(((now.nice - machine.nice) / total) * 100);
@@ -335,4 +339,17 @@ export function cpuWindow(named: Record<string, number>) {
       return out;
     },
   };
+}
+
+/** A TcpExt counter of /proc/net/netstat (machine-wide), e.g. ListenOverflows. */
+export function tcpExt(name: string): number {
+  const lines = readFileSync('/proc/net/netstat', 'utf8').split('\n');
+  for (let i = 0; i + 1 < lines.length; i += 2) {
+    if (!lines[i].startsWith('TcpExt:')) continue;
+    const names = lines[i].split(/\s+/);
+    const values = lines[i + 1].split(/\s+/);
+    const index = names.indexOf(name);
+    return index < 0 ? NaN : Number(values[index]);
+  }
+  return NaN;
 }

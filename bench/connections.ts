@@ -1,6 +1,6 @@
 import { loadavg } from 'node:os';
 import WebSocket from 'ws';
-import { BenchCluster, connectUrl, cpuSeconds, openFileLimit, openSocket, openSockets, rssBytes, sleep, type RoostNode } from './cluster';
+import { BenchCluster, connectUrl, cpuSeconds, openFileLimit, openSocket, openSockets, rssBytes, sleep, tcpExt, type RoostNode } from './cluster';
 import { round } from './support';
 
 const SOCKETS = 10_000;
@@ -147,11 +147,15 @@ export async function connectionsScenario(): Promise<Record<string, unknown>> {
     const exitedS = (performance.now() - restartStart) / 1000;
     await gateway.start();
     const readyAt = performance.now();
+    const readyCpu = cpuSeconds(gateway.pid);
+    const overflowsBefore = tcpExt('ListenOverflows');
     const timeline: number[] = [];
     const sampler = setInterval(() => timeline.push(openCount), 1_000);
     await Promise.race([everyOpen, sleep(120_000)]);
     clearInterval(sampler);
     const doneAt = performance.now();
+    const reconnectCpuS = cpuSeconds(gateway.pid) - readyCpu;
+    const listenOverflows = tcpExt('ListenOverflows') - overflowsBefore;
     const reconnected = openCount;
     const closes1012 = clients.filter((client) => client.closeCodes[0] === 1012).length;
     const failedAttempts = clients.reduce((sum, client) => sum + client.refused, 0);
@@ -180,6 +184,8 @@ export async function connectionsScenario(): Promise<Record<string, unknown>> {
       reconnected,
       reconnect_all_after_ready_s: round(reconnectS, 2),
       open_each_second_after_ready: timeline,
+      reconnect_gateway_cpu_s: round(reconnectCpuS, 2),
+      listen_overflows_during_reconnect: listenOverflows,
       refused_by_reason: Object.fromEntries(refusals),
       sigterm_to_all_open_s: round((doneAt - restartStart) / 1000, 2),
       rss_after_reconnect_mb: round(rssAfterReconnect / 2 ** 20, 1),

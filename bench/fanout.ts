@@ -14,6 +14,9 @@ interface Sent {
   t0: number;
   frames: number;
   measured: boolean;
+  /** When the 202 arrived, and the last of the 50 frames. */
+  acceptedAt: number;
+  lastFrameAt: number;
 }
 
 /**
@@ -56,6 +59,7 @@ export async function fanoutScenario(): Promise<Record<string, unknown>> {
         return;
       }
       entry.frames++;
+      entry.lastFrameAt = now;
       if (measuring) framesInWindow++;
       if (entry.measured) latencies.push(now - entry.t0);
     };
@@ -84,9 +88,11 @@ export async function fanoutScenario(): Promise<Record<string, unknown>> {
         });
         const api = cluster.apis[worker % apis];
         const t0 = performance.now();
-        sent.set(id, { t0, frames: 0, measured });
+        const entry: Sent = { t0, frames: 0, measured, acceptedAt: NaN, lastFrameAt: NaN };
+        sent.set(id, entry);
         const reply = await request(api.url, 'POST', '/messages', senderTokens[worker % SENDERS], body).catch(() => ({ status: 0, text: '' }));
         if (reply.status === 202) {
+          entry.acceptedAt = performance.now();
           if (measured) {
             envelopes++;
             postLatencies.push(performance.now() - t0);
@@ -135,6 +141,11 @@ export async function fanoutScenario(): Promise<Record<string, unknown>> {
     const drainS = (performance.now() - drainStart) / 1000;
     const { missing, duplicated } = expected();
 
+    const completion: number[] = [];
+    for (const entry of sent.values()) {
+      if (entry.measured && entry.frames === PER_ENVELOPE) completion.push(entry.lastFrameAt - entry.acceptedAt);
+    }
+    const fanoutDone = stats(completion);
     const frames = stats(latencies);
     const post = stats(postLatencies);
     const framesPerS = round(framesInWindow / windowS, 0);
@@ -157,11 +168,18 @@ export async function fanoutScenario(): Promise<Record<string, unknown>> {
       frame_max_ms: frames.max_ms,
       post_202_p50_ms: post.p50_ms,
       post_202_p99_ms: post.p99_ms,
+      last_frame_minus_202_p50_ms: fanoutDone.p50_ms,
+      last_frame_minus_202_p99_ms: fanoutDone.p99_ms,
       missing,
       duplicated,
       unexpected,
       drain_after_window_s: round(drainS, 2),
       cpu_pct_of_one_core: cpuPct,
+      cpu_us_per_frame: Object.fromEntries(
+        Object.entries(cpuPct)
+          .filter(([name]) => !name.startsWith('machine_'))
+          .map(([name, pct]) => [name, round((pct / 100 / (framesInWindow / windowS)) * 1e6, 1)]),
+      ),
       target_frames_per_s: 20_000,
       met: framesPerS >= 20_000 && missing === 0 && duplicated === 0,
       load_1m_before: load_before,

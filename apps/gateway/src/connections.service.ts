@@ -24,9 +24,23 @@ const START_GRACE_MS = 2_000;
 /** How long a replay or backfill waits for a reader that makes no progress. */
 const PACED_WAIT_MS = 30_000;
 const OPEN = 1;
+/** Most starting sockets whose token and `seq` are read by one query pair. */
+const START_BATCH_MAX = 1_000;
 
 const compareCursors = (a: Cursor, b: Cursor): number =>
   a.created_at !== b.created_at ? a.created_at - b.created_at : a.envelope_id < b.envelope_id ? -1 : a.envelope_id > b.envelope_id ? 1 : 0;
+
+/** What a starting socket reads once registered: its agent's current token hash and mailbox `seq`. */
+interface StartState {
+  tokenHash: string | undefined;
+  lastSeq: number;
+}
+
+interface StartLookup {
+  mailboxId: number;
+  resolve: (state: StartState) => void;
+  reject: (error: unknown) => void;
+}
 
 type InboxItem =
   | { kind: 'frame'; frame: HeaderFrame; committedAt: number }
@@ -74,6 +88,9 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
   private pingTimer: NodeJS.Timeout | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private sweeping = false;
+  /** Starting sockets waiting for their lookup; one batch runs at a time, later ones join the next. */
+  private startQueue: StartLookup[] = [];
+  private startRunning = false;
 
   constructor(
     private readonly bus: FrameBus,
@@ -157,14 +174,14 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
       await held;
       // A rotation or deletion committed between the upgrade's token check and this socket's
       // registration sent its revoke before the socket could hear it: check once more.
-      const tokenHash = (await this.agents.tokenHashes([connection.mailboxId])).get(connection.mailboxId);
-      if (tokenHash !== connection.tokenHash) {
+      const state = await this.lookupStart(connection.mailboxId);
+      if (state.tokenHash !== connection.tokenHash) {
         this.close(connection, CLOSE_REVOKED, 'token revoked', 'revoked');
         return;
       }
       if (cursor) await this.replay(connection, cursor);
       else {
-        connection.lastSeq = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
+        connection.lastSeq = state.lastSeq;
         connection.startSeq = connection.lastSeq;
         connection.graceUntil = Date.now() + START_GRACE_MS;
       }
@@ -173,6 +190,36 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     } catch (error) {
       this.logger.warn(`could not start a socket: ${(error as Error).message}`);
       this.close(connection, 1011, 'internal error', 'error');
+    }
+  }
+
+  /**
+   * The token hash and mailbox `seq` of a starting socket, read after its registration. Sockets
+   * starting together (a reconnect storm after a gateway restart) share one query pair instead of
+   * two queries each: a batch runs while the next one fills.
+   */
+  private lookupStart(mailboxId: number): Promise<StartState> {
+    return new Promise<StartState>((resolve, reject) => {
+      this.startQueue.push({ mailboxId, resolve, reject });
+      if (!this.startRunning) void this.runStartLookups();
+    });
+  }
+
+  private async runStartLookups(): Promise<void> {
+    this.startRunning = true;
+    try {
+      while (this.startQueue.length > 0) {
+        const batch = this.startQueue.splice(0, START_BATCH_MAX);
+        const ids = [...new Set(batch.map((lookup) => lookup.mailboxId))];
+        try {
+          const [tokens, seqs] = await Promise.all([this.agents.tokenHashes(ids), this.mailbox.lastSeqs(ids)]);
+          for (const lookup of batch) lookup.resolve({ tokenHash: tokens.get(lookup.mailboxId), lastSeq: seqs.get(lookup.mailboxId) ?? 0 });
+        } catch (error) {
+          for (const lookup of batch) lookup.reject(error);
+        }
+      }
+    } finally {
+      this.startRunning = false;
     }
   }
 
