@@ -1,4 +1,6 @@
 import { loadavg } from 'node:os';
+import pg from 'pg';
+import { RedisFrameBus, type HeaderFrame } from '#bus';
 import { ulid } from '#domain';
 import { BenchCluster, connectUrl, cpuWindow, notifyId, openSocket, openSockets, sleep } from './cluster';
 import { stats } from './push';
@@ -17,6 +19,96 @@ interface Sent {
   /** When the 202 arrived, and the last of the 50 frames. */
   acceptedAt: number;
   lastFrameAt: number;
+  /** Gateway-only phase: latencies go here, and each frame is reported. */
+  direct?: number[];
+  onFrame?: () => void;
+}
+
+/**
+ * The fan-out layer alone: the bench publishes header frames straight to the Redis partition streams
+ * (the api's `RedisFrameBus.publish`, same format, each mailbox's `seq` continuing from Postgres, so
+ * gateways see no gap and never touch Postgres), `inFlight` envelopes of 50 frames at a time
+ * (closed loop: a new one once all 50 frames of one arrived). Run last: the gateways' `seq` is then
+ * ahead of Postgres.
+ */
+async function gatewayOnly(
+  cluster: BenchCluster,
+  handles: readonly string[],
+  sent: Map<string, Sent>,
+  seconds: number,
+  inFlight: number,
+  pids: Record<string, number>,
+) {
+  const db = new pg.Client({ connectionString: cluster.databaseUrl });
+  await db.connect();
+  const rows = await db.query<{ handle: string; id: string; last_seq: string }>(
+    'SELECT a.handle, a.id, m.last_seq FROM agents a JOIN mailboxes m ON m.agent_id = a.id WHERE a.handle = ANY($1)',
+    [handles],
+  );
+  await db.end();
+  const byHandle = new Map(rows.rows.map((row) => [row.handle, { id: Number(row.id), seq: Number(row.last_seq) }]));
+  const bus = new RedisFrameBus({
+    url: cluster.redisUrl,
+    prefix: cluster.prefix,
+    partitions: Number(process.env.ROOST_STREAM_PARTITIONS ?? 16),
+    maxLen: 100_000,
+  });
+  // Its command connection has no offline queue: wait until it is up.
+  for (let tries = 0; !(await bus.ready()); tries++) {
+    if (tries > 100) throw new Error('the bench frame bus did not connect to Redis');
+    await sleep(20);
+  }
+  const latencies: number[] = [];
+  let frames = 0;
+  const waiting = new Map<string, () => void>();
+  const done = (id: string, entry: Sent) => {
+    if (entry.frames === PER_ENVELOPE) waiting.get(id)?.();
+  };
+  const cpu = cpuWindow(pids);
+  cpu.begin();
+  const start = performance.now();
+  const until = start + seconds * 1000;
+  let n = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (performance.now() < until) {
+        const i = n++;
+        const group = i % GROUPS;
+        const members = handles.slice(group * PER_ENVELOPE, (group + 1) * PER_ENVELOPE);
+        const id = ulid();
+        const now = Date.now();
+        const header = JSON.stringify({
+          op: 'envelope.notify',
+          id,
+          from: '@bench.fs00',
+          to: members,
+          subject: `direct ${i}`,
+          type_hint: 'text',
+          size_hint: 24,
+          created_at: now,
+          date_ms: now,
+        });
+        const out: HeaderFrame[] = members.map((handle) => {
+          const mailbox = byHandle.get(handle)!;
+          return { mailbox_id: mailbox.id, seq: ++mailbox.seq, envelope_id: id, created_at: now, header };
+        });
+        const entry: Sent = { t0: performance.now(), frames: 0, measured: false, acceptedAt: NaN, lastFrameAt: NaN, direct: latencies };
+        sent.set(id, entry);
+        const arrived = new Promise<void>((resolve) => waiting.set(id, resolve));
+        entry.onFrame = () => {
+          frames++;
+          done(id, entry);
+        };
+        await bus.publish({ committed_at: now, frames: out, monitor: [] });
+        await Promise.race([arrived, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+        waiting.delete(id);
+      }
+    }),
+  );
+  const elapsedS = (performance.now() - start) / 1000;
+  const cpuPct = cpu.end();
+  await bus.close();
+  return { framesPerS: round(frames / elapsedS, 0), ...stats(latencies), cpuPct };
 }
 
 /**
@@ -60,6 +152,11 @@ export async function fanoutScenario(): Promise<Record<string, unknown>> {
       }
       entry.frames++;
       entry.lastFrameAt = now;
+      if (entry.direct) {
+        entry.direct.push(now - entry.t0);
+        entry.onFrame?.();
+        return;
+      }
       if (measuring) framesInWindow++;
       if (entry.measured) latencies.push(now - entry.t0);
     };
@@ -141,6 +238,9 @@ export async function fanoutScenario(): Promise<Record<string, unknown>> {
     const drainS = (performance.now() - drainStart) / 1000;
     const { missing, duplicated } = expected();
 
+    const direct = await gatewayOnly(cluster, handles, sent, Math.min(10, seconds), concurrency, pids);
+    const directCheck = expected();
+
     const completion: number[] = [];
     for (const entry of sent.values()) {
       if (entry.measured && entry.frames === PER_ENVELOPE) completion.push(entry.lastFrameAt - entry.acceptedAt);
@@ -180,6 +280,15 @@ export async function fanoutScenario(): Promise<Record<string, unknown>> {
           .filter(([name]) => !name.startsWith('machine_'))
           .map(([name, pct]) => [name, round((pct / 100 / (framesInWindow / windowS)) * 1e6, 1)]),
       ),
+      gateway_only: {
+        frames_per_s: direct.framesPerS,
+        p50_ms: direct.p50_ms,
+        p99_ms: direct.p99_ms,
+        envelopes_in_flight: concurrency,
+        missing: directCheck.missing - missing,
+        duplicated: directCheck.duplicated - duplicated,
+        cpu_pct_of_one_core: direct.cpuPct,
+      },
       target_frames_per_s: 20_000,
       met: framesPerS >= 20_000 && missing === 0 && duplicated === 0,
       load_1m_before: load_before,
