@@ -20,6 +20,7 @@ import {
   type ReceiptClaim,
 } from '#domain';
 import { AcceptBatcher, type AcceptJob } from './accept-batcher';
+import type { Recipients } from './auth.service';
 import { ContentGuard } from './content-guard';
 import { parsePostedEnvelope, resolveFileParts, searchTextOf } from './envelope-input';
 
@@ -40,6 +41,8 @@ export interface AcceptResult {
 
 export interface AcceptOptions {
   extensions?: HeaderExtensions;
+  /** Recipients already loaded with the sender (`SenderGuard`); any missing are loaded here. */
+  recipients?: Recipients;
 }
 
 /**
@@ -131,7 +134,7 @@ export class AcceptService {
     const handles = expandRecipients(posted.to, posted.cc);
     const receipt = receiptOf(posted.content_parts);
     if (receipt) await this.checkReceipt(sender, receipt, handles);
-    const recipients = await this.admittedRecipients(sender, handles);
+    const recipients = await this.admittedRecipients(sender, handles, options.recipients);
     const verdict = await this.guard.review(sender, posted);
 
     const { parts, fileIds } = resolveFileParts(posted.content_parts, this.config.publicUrl);
@@ -177,9 +180,16 @@ export class AcceptService {
    * Every recipient must exist, admit the sender under the symmetric allowlist and not block it;
    * any failure refuses the whole send with the same 404, before the duplicate-id check (§2.5).
    */
-  private async admittedRecipients(sender: Agent, handles: string[]): Promise<Agent[]> {
-    const others = handles.filter((handle) => handle !== sender.handle);
-    const found = new Map((await this.agents.findRecipients(others, sender.handle)).map((r) => [r.handle, r]));
+  private async admittedRecipients(sender: Agent, handles: string[], prefetched?: Recipients): Promise<Agent[]> {
+    const found: Recipients = new Map();
+    const missing: string[] = [];
+    for (const handle of handles) {
+      if (handle === sender.handle) continue;
+      const recipient = prefetched?.get(handle);
+      if (recipient) found.set(handle, recipient);
+      else missing.push(handle);
+    }
+    for (const recipient of await this.agents.findRecipients(missing, sender.handle)) found.set(recipient.handle, recipient);
     const recipients: Agent[] = [];
     for (const handle of handles) {
       if (handle === sender.handle) {

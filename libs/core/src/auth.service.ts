@@ -3,6 +3,9 @@ import { InjectConfig, type Config } from '#config';
 import { AgentsRepository, OrgsRepository } from '#db';
 import { bearerFrom, hashesEqual, hashToken, unauthorized, type Agent } from '#domain';
 
+/** Recipient agents by handle, each with whether it blocked the sender. */
+export type Recipients = Map<string, Agent & { blocks_sender: boolean }>;
+
 /** Who holds an admin token: the operator (everything) or one organization (`@<org>.*` only). */
 export type AdminScope = { kind: 'operator' } | { kind: 'org'; org: string };
 
@@ -24,6 +27,19 @@ export class AuthService {
 
   agentFromHeader(authorization: string | undefined): Promise<Agent> {
     return this.agentFor(bearerFrom(authorization));
+  }
+
+  /**
+   * Authenticate a sender and, in the same round trip, load the recipients it names (the accept
+   * path's policy inputs). 401 exactly as `agentFromHeader`.
+   */
+  async senderFromHeader(authorization: string | undefined, handles: readonly string[]): Promise<{ agent: Agent; recipients: Recipients }> {
+    const token = bearerFrom(authorization);
+    if (token === null) throw unauthorized();
+    if (handles.length === 0) return { agent: await this.agentFor(token), recipients: new Map() };
+    const { sender, recipients } = await this.agents.findSenderAndRecipients(hashToken(token), handles);
+    if (!sender) throw unauthorized('unknown agent bearer');
+    return { agent: sender, recipients: new Map(recipients.map((recipient) => [recipient.handle, recipient])) };
   }
 
   async adminFromHeader(authorization: string | undefined): Promise<AdminScope> {

@@ -5,12 +5,12 @@ import { AuthService } from './auth.service';
 import { Clock } from './clock';
 import { ContentGuard } from './content-guard';
 import { RateLimiter } from './rate-limiter';
-import { AdminGuard, AgentGuard } from './guards';
+import { AdminGuard, AgentGuard, SenderGuard } from './guards';
 
 /** Services more than one role needs: authentication and the accept path. */
 @Global()
 @Module({
-  providers: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard],
-  exports: [AuthService, AgentGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard],
+  providers: [AuthService, AgentGuard, SenderGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard],
+  exports: [AuthService, AgentGuard, SenderGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard],
 })
 export class CoreModule {}

@@ -6,11 +6,11 @@ import {
 } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import type { Agent } from '#domain';
-import { requestContext } from '#http';
-import { AuthService, type AdminScope } from './auth.service';
+import { peekRecipientHandles, requestContext } from '#http';
+import { AuthService, type AdminScope, type Recipients } from './auth.service';
 import { RateLimiter } from './rate-limiter';
 
-type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope };
+type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope; recipients?: Recipients };
 
 /** Agent routes: `Authorization: Bearer <agent token>` or 401. */
 @Injectable()
@@ -31,6 +31,29 @@ export class AgentGuard implements CanActivate {
   }
 }
 
+/**
+ * `POST /messages`: `AgentGuard`, with the recipients the body names loaded in the same round trip
+ * as the sender (the accept path's policy inputs; it loads any it still lacks).
+ */
+@Injectable()
+export class SenderGuard implements CanActivate {
+  constructor(
+    private readonly auth: AuthService,
+    private readonly rateLimiter: RateLimiter,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    const request = context.switchToHttp().getRequest<AuthedRequest>();
+    const { agent, recipients } = await this.auth.senderFromHeader(request.headers.authorization, peekRecipientHandles(request));
+    request.agent = agent;
+    request.recipients = recipients;
+    const logContext = requestContext();
+    if (logContext) logContext.agent = agent.handle;
+    await this.rateLimiter.take(agent.id);
+    return true;
+  }
+}
+
 /** Admin routes: the operator admin token or an organization's admin token, or 401. */
 @Injectable()
 export class AdminGuard implements CanActivate {
@@ -46,6 +69,12 @@ export class AdminGuard implements CanActivate {
 /** The authenticated agent (after `AgentGuard`). */
 export const CurrentAgent = createParamDecorator(
   (_data: unknown, context: ExecutionContext): Agent => context.switchToHttp().getRequest<AuthedRequest>().agent!,
+);
+
+/** The recipients `SenderGuard` loaded with the sender. */
+export const PrefetchedRecipients = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): Recipients | undefined =>
+    context.switchToHttp().getRequest<AuthedRequest>().recipients,
 );
 
 /** The authenticated admin scope (after `AdminGuard`). */

@@ -60,6 +60,36 @@ export class AgentsRepository {
 
   private byTokenSql: string | undefined;
   private recipientsSql: string | undefined;
+  private senderAndRecipientsSql: string | undefined;
+
+  /**
+   * The hot path of `POST /messages` in one round trip: the agent holding `tokenHash` and, if it
+   * exists, the agents named `handles` (itself excluded), each with whether it blocked the sender.
+   */
+  async findSenderAndRecipients(
+    tokenHash: string,
+    handles: readonly string[],
+  ): Promise<{ sender: Agent | undefined; recipients: Array<Agent & { blocks_sender: boolean }> }> {
+    const columns = AGENT_COLUMNS.map((column) => `"${column}"`).join(', ');
+    this.senderAndRecipientsSql ??= `
+      with me as (select ${columns} from agents where token_hash = $1)
+      select true as is_sender, ${columns}, false as blocks_sender from me
+      union all
+      select false, ${AGENT_COLUMNS.map((column) => `a."${column}"`).join(', ')},
+             exists (select 1 from blocks b where b.agent_id = a.id and b.blocked_handle = me.handle)
+      from agents a join me on a.id <> me.id
+      where a.handle = any($2::text[])`;
+    const rows = await this.database.prepared<Agent & { blocks_sender: boolean; is_sender: boolean }>(
+      'roost_sender_and_recipients',
+      CompiledQuery.raw(this.senderAndRecipientsSql, [tokenHash, [...handles]]),
+    );
+    const strip = ({ is_sender: _sender, blocks_sender: _blocks, ...agent }: (typeof rows)[number]) => agent as Agent;
+    const senderRow = rows.find((row) => row.is_sender);
+    return {
+      sender: senderRow ? strip(senderRow) : undefined,
+      recipients: rows.filter((row) => !row.is_sender).map((row) => ({ ...strip(row), blocks_sender: row.blocks_sender })),
+    };
+  }
 
   findById(id: number): Promise<Agent | undefined> {
     return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('id', '=', id).executeTakeFirst();

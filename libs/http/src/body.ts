@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { AsmtpError, badRequest } from '#domain';
+import { AsmtpError, badRequest, isHandle } from '#domain';
 
 /** JSON bodies above this are refused with 413 PAYLOAD_TOO_LARGE (EXTENSIONS.md §7). */
 export const MAX_JSON_BYTES = 1024 * 1024;
@@ -108,6 +108,33 @@ function exceedsDepth(text: string, limit: number): boolean {
     } else if (c === 0x5d || c === 0x7d) depth--;
   }
   return false;
+}
+
+const PEEK_MAX_BYTES = 64 * 1024;
+const PEEK_MAX_HANDLES = 100;
+
+/**
+ * The handles a `POST /messages` body names in `to` and `cc`, read before authentication so the
+ * sender and its recipients load in one round trip. A hint only: an unparsable or odd body yields
+ * none, and the body is validated in full afterwards.
+ */
+export function peekRecipientHandles(request: FastifyRequest): string[] {
+  const body = request.body;
+  if (!(body instanceof RawBody) || body.tooLarge || body.bytes.length === 0 || body.bytes.length > PEEK_MAX_BYTES) return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(utf8.decode(body.bytes));
+  } catch {
+    return [];
+  }
+  if (parsed === null || typeof parsed !== 'object') return [];
+  const { to, cc } = parsed as { to?: unknown; cc?: unknown };
+  const handles = new Set<string>();
+  for (const list of [to, cc]) {
+    if (!Array.isArray(list)) continue;
+    for (const handle of list) if (isHandle(handle) && handle.length <= 256) handles.add(handle);
+  }
+  return [...handles].slice(0, PEEK_MAX_HANDLES);
 }
 
 /** The raw bytes of the body (uploads). */

@@ -1,11 +1,10 @@
 import { Controller, Get, Header, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { AcceptService, AgentGuard, CurrentAgent, type Accepted } from '#core';
+import { AcceptService, AgentGuard, CurrentAgent, PrefetchedRecipients, SenderGuard, type Accepted, type Recipients } from '#core';
 import { parseIdsQuery, type Agent, type QueryPairs } from '#domain';
 import { JSON_CONTENT_TYPE, JsonBody, Query, requestContext } from '#http';
 import { MessagesService } from './messages.service';
 
 @Controller('/messages')
-@UseGuards(AgentGuard)
 export class MessagesController {
   constructor(
     private readonly accept: AcceptService,
@@ -15,14 +14,20 @@ export class MessagesController {
   /** ASMTP.md §3.2. */
   @Post()
   @HttpCode(202)
-  async send(@CurrentAgent() agent: Agent, @JsonBody() body: Record<string, unknown>): Promise<Accepted> {
+  @UseGuards(SenderGuard)
+  async send(
+    @CurrentAgent() agent: Agent,
+    @PrefetchedRecipients() recipients: Recipients | undefined,
+    @JsonBody() body: Record<string, unknown>,
+  ): Promise<Accepted> {
     const logContext = requestContext();
     if (logContext && typeof body.id === 'string') logContext.envelope_id = body.id.slice(0, 26);
-    return (await this.accept.accept(agent, body)).accepted;
+    return (await this.accept.accept(agent, body, { recipients })).accepted;
   }
 
   /** Batch fetch, ASMTP.md §3.4. */
   @Get()
+  @UseGuards(AgentGuard)
   @Header('content-type', JSON_CONTENT_TYPE)
   async batch(@CurrentAgent() agent: Agent, @Query() query: QueryPairs): Promise<string> {
     const bodies = await this.messages.fetch(agent, parseIdsQuery(query));
@@ -31,6 +36,7 @@ export class MessagesController {
 
   /** ASMTP.md §3.3. */
   @Get('/:id')
+  @UseGuards(AgentGuard)
   @Header('content-type', JSON_CONTENT_TYPE)
   one(@CurrentAgent() agent: Agent, @Param('id') id: string): Promise<string> {
     return this.messages.fetchOne(agent, id);
