@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
-import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber } from './bus';
+import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber, type HeaderFrame } from './bus';
 
 export interface RedisBusOptions {
   url: string;
@@ -64,23 +64,35 @@ export class RedisFrameBus extends FrameBus {
     return mailboxId % this.options.partitions;
   }
 
+  /**
+   * One stream entry per partition a delivery touches, not per recipient: the header (identical for
+   * every recipient of an envelope) is written once with the `mailbox:seq` pairs of that partition,
+   * so a 50-recipient envelope costs at most `partitions` entries.
+   */
   async publish(delivery: Delivery): Promise<void> {
     if (delivery.frames.length === 0 && delivery.monitor.length === 0) return;
     const pipeline = this.commands.pipeline();
     const maxLen = String(this.options.maxLen);
+    const byPartition = new Map<number, HeaderFrame[]>();
     for (const frame of delivery.frames) {
+      const partition = this.partitionOf(frame.mailbox_id);
+      const frames = byPartition.get(partition);
+      if (frames) frames.push(frame);
+      else byPartition.set(partition, [frame]);
+    }
+    for (const [partition, frames] of byPartition) {
+      // Frames of one delivery share envelope, created_at and header.
       pipeline.xadd(
-        this.streamKey(this.partitionOf(frame.mailbox_id)),
+        this.streamKey(partition),
         'MAXLEN',
         '~',
         maxLen,
         '*',
-        'm', String(frame.mailbox_id),
-        's', String(frame.seq),
-        'e', frame.envelope_id,
-        't', String(frame.created_at),
+        'r', frames.map((frame) => `${frame.mailbox_id}:${frame.seq}`).join(','),
+        'e', frames[0].envelope_id,
+        't', String(frames[0].created_at),
         'c', String(delivery.committed_at),
-        'h', frame.header,
+        'h', frames[0].header,
       );
     }
     for (const monitor of delivery.monitor) {
@@ -252,22 +264,24 @@ export class RedisFrameBus extends FrameBus {
           for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
           return undefined;
         };
-        const mailboxId = Number(field('m'));
-        if (!this.heldMailboxes.has(mailboxId)) continue;
         if (field('k') === 'monitor') {
-          this.subscriber?.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' });
+          const mailboxId = Number(field('m'));
+          if (this.heldMailboxes.has(mailboxId)) this.subscriber?.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' });
           continue;
         }
-        this.subscriber?.onFrame(
-          {
-            mailbox_id: mailboxId,
-            seq: Number(field('s')),
-            envelope_id: field('e') ?? '',
-            created_at: Number(field('t')),
-            header: field('h') ?? '',
-          },
-          Number(field('c')),
-        );
+        const envelopeId = field('e') ?? '';
+        const createdAt = Number(field('t'));
+        const committedAt = Number(field('c'));
+        const header = field('h') ?? '';
+        for (const pair of (field('r') ?? '').split(',')) {
+          const colon = pair.indexOf(':');
+          const mailboxId = Number(pair.slice(0, colon));
+          if (!this.heldMailboxes.has(mailboxId)) continue;
+          this.subscriber?.onFrame(
+            { mailbox_id: mailboxId, seq: Number(pair.slice(colon + 1)), envelope_id: envelopeId, created_at: createdAt, header },
+            committedAt,
+          );
+        }
       }
     }
   }
