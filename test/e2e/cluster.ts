@@ -453,16 +453,18 @@ export class ResumingClient {
 
   private attach(listener: Listener): void {
     this.listener = listener;
-    listener.ws.on('message', (data) => {
-      const frame = JSON.parse(data.toString());
+    const see = (frame: { op?: string; id?: string; created_at?: number }) => {
       if (frame.op === 'replay.complete') this.replayCompletes++;
       if (frame.op !== 'envelope.notify') return;
       const position = { created_at: frame.created_at as number, envelope_id: frame.id as string };
       if (!before(this.cursor, position)) this.outOfOrder++;
       else this.cursor = position;
-      this.counts.set(frame.id, (this.counts.get(frame.id) ?? 0) + 1);
-      if (!this.firstSeen.has(frame.id)) this.firstSeen.set(frame.id, Date.now());
-    });
+      this.counts.set(frame.id as string, (this.counts.get(frame.id as string) ?? 0) + 1);
+      if (!this.firstSeen.has(frame.id as string)) this.firstSeen.set(frame.id as string, Date.now());
+    };
+    // Frames can arrive with the upgrade response, before `connect` resolves: the Listener kept them.
+    for (const frame of listener.frames) see(frame);
+    listener.ws.on('message', (data) => see(JSON.parse(data.toString())));
     listener.ws.on('close', () => {
       if (this.stopped || this.listener !== listener) return;
       // Reconnect to the next gateway at once (the one that closed may be dead).
