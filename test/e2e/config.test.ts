@@ -85,10 +85,33 @@ describe('configuration errors stop the real binary with exit 78 and name the va
   });
 
   it('a valid configuration gets past validation (and fails later, on the closed database port, with exit 1)', async () => {
-    const result = await run({ ...shared(), ROOST_ROLE: 'api', ROOST_DATA_DIR: dataDir, ROOST_LOG_LEVEL: 'silent', PORT: String(await freePort()) });
+    // No start-up wait for the unreachable database (ROOST_DB_STARTUP_WAIT_MS=0): fail at once.
+    const result = await run({
+      ...shared(),
+      ROOST_ROLE: 'api',
+      ROOST_DATA_DIR: dataDir,
+      ROOST_LOG_LEVEL: 'silent',
+      ROOST_DB_STARTUP_WAIT_MS: '0',
+      PORT: String(await freePort()),
+    });
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/^roost: failed to start: /);
     expect(result.stderr).not.toContain('configuration error');
     expect(result.stderr).not.toContain('hunter2');
+  });
+
+  it('start-up waits for an unreachable Postgres up to ROOST_DB_STARTUP_WAIT_MS (retrying), then exits 1', async () => {
+    const started = Date.now();
+    const result = await run({
+      ...shared(),
+      ROOST_ROLE: 'api',
+      ROOST_DATA_DIR: dataDir,
+      ROOST_LOG_LEVEL: 'silent',
+      ROOST_DB_STARTUP_WAIT_MS: '1500',
+      PORT: String(await freePort()),
+    });
+    expect(result.code).toBe(1);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
+    expect(result.stderr).toMatch(/^roost: failed to start: /);
   });
 });
