@@ -33,11 +33,17 @@ async function ceiling(url: string, durationMs: number) {
   return summary(result);
 }
 
-/** Options: ROOST_BENCH_SECONDS (default 20), ROOST_BENCH_ENV extra operator env as JSON. */
+/**
+ * Options: ROOST_BENCH_SECONDS (default 20); ROOST_BENCH_APIS (default 1): operator processes
+ * sharing the database, sender i posting to process i mod N (stateless api nodes on one host).
+ */
 export async function acceptScenario(extraEnv: Record<string, string> = {}, label = 'accept'): Promise<Record<string, unknown>> {
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
+  const apis = Math.max(1, Number(process.env.ROOST_BENCH_APIS ?? 1));
   const database = await scratchDatabase('roost_bench');
   const op = await startOperatorProcess({ DATABASE_URL: database.url, ...extraEnv });
+  const nodes = [op, ...(await Promise.all(Array.from({ length: apis - 1 }, () => startOperatorProcess({ DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }))))];
+  const node = (sender: number) => nodes[sender % nodes.length].url;
   try {
     const recipient = await createAgent(op, '@bench.inbox');
     void recipient;
@@ -45,14 +51,15 @@ export async function acceptScenario(extraEnv: Record<string, string> = {}, labe
     const envelopeBody = (id: string) =>
       JSON.stringify({ id, to: ['@bench.inbox'], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text: TEXT }] });
     // warm-up: connections, JIT, plans
-    await loadLoop(SENDERS, 2000, async (w) => (await request(op.url, 'POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202);
+    await loadLoop(SENDERS, 2000, async (w) => (await request(node(w), 'POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202);
     const roost = summary(
-      await loadLoop(SENDERS, seconds * 1000, async (w) => (await request(op.url, 'POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202),
+      await loadLoop(SENDERS, seconds * 1000, async (w) => (await request(node(w), 'POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202),
     );
-    await op.stop();
+    await Promise.all(nodes.map((n) => n.stop()));
     const raw = await ceiling(database.url, seconds * 1000);
     return {
       scenario: label,
+      api_processes: nodes.length,
       senders: SENDERS,
       seconds,
       envelope_bytes: envelopeBody(ulid()).length,
@@ -66,7 +73,7 @@ export async function acceptScenario(extraEnv: Record<string, string> = {}, labe
       ratio: round(roost.per_s / raw.per_s, 3),
     };
   } finally {
-    await op.stop();
+    await Promise.all(nodes.map((n) => n.stop()));
     await database.drop();
   }
 }
