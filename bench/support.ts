@@ -51,12 +51,16 @@ export interface OperatorProcess {
   stop(): Promise<void>;
 }
 
-/** `node dist/apps/roost/src/main.js` with the given env, once /healthz answers. */
+/**
+ * `node dist/apps/roost/src/main.js` with the given env, once /healthz answers.
+ * ROOST_BENCH_NODE_ARGS adds node flags to the operator (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+ */
 export async function startOperatorProcess(env: Record<string, string>): Promise<OperatorProcess> {
   const port = await freePort();
   const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
   const main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
-  const child = spawn(process.execPath, [main], {
+  const nodeArgs = (process.env.ROOST_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, main], {
     env: { ...process.env, ROOST_ADMIN_TOKEN: adminToken, PORT: String(port), ROOST_LOG_LEVEL: 'warn', ROOST_RATE_LIMIT_PER_S: '0', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -30,6 +30,7 @@ const CATALOGUE: Record<string, { type: string; labels: string[] }> = {
   roost_envelopes_accepted_total: { type: 'counter', labels: ['result'] },
   roost_envelope_recipients: { type: 'histogram', labels: [] },
   roost_accept_batch_envelopes: { type: 'histogram', labels: [] },
+  roost_accept_lock_fallbacks_total: { type: 'counter', labels: [] },
   roost_mailbox_list_duration_seconds: { type: 'histogram', labels: ['direction'] },
   roost_db_pool_connections: { type: 'gauge', labels: ['state'] },
   roost_db_query_duration_seconds: { type: 'histogram', labels: [] },
@@ -532,6 +533,23 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     const s = await until('the purge job', (x) => purged(x, 'mailbox_entries') === 2 && purged(x, 'envelopes') === 2);
     expect(labelValues(s, 'roost_retention_purged_rows_total', 'table')).toEqual(['envelopes', 'mailbox_entries']);
     expect((await op.client.get('/mailbox', bob.token)).body.envelope_headers).toEqual([]);
+  });
+
+  it('accept lock fallbacks: a node whose mailbox state another node moved on counts one fallback', async () => {
+    const other = await startOperator({ databaseUrl: op.config.databaseUrl!, env: { ROOST_ADMIN_TOKEN: op.adminToken } });
+    try {
+      const alice = await agent('@mf.alice');
+      const bob = await agent('@mf.bob');
+      expect((await post(alice.token, envelope(bob.handle))).status).toBe(202);
+      const before = await scrape();
+      expect((await post(alice.token, envelope(bob.handle))).status).toBe(202); // this node's state is current
+      expect((await other.client.post('/messages', envelope(bob.handle), alice.token)).status).toBe(202);
+      expect((await post(alice.token, envelope(bob.handle))).status).toBe(202); // stale: moved on by the other
+      const after = await scrape();
+      expect(valueOf(after, 'roost_accept_lock_fallbacks_total') - valueOf(before, 'roost_accept_lock_fallbacks_total')).toBe(1);
+    } finally {
+      await other.close();
+    }
   });
 
   it('Redis errors by component: an api node whose Redis is unreachable counts failed publishes and rate-limit calls, and is not ready', async () => {

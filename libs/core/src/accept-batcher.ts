@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { Metrics } from '#metrics';
-import { EnvelopesRepository, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
+import { EnvelopesRepository, ID_TAKEN_SQLSTATE, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
 import {
   badRequest,
   headerJsonOf,
@@ -57,11 +57,15 @@ class FileClaimRefused extends Error {}
 /** An envelope id of the batch already exists: redo the batch statement by statement. */
 class IdTaken extends Error {}
 
-interface BatchPlan {
+/** What a commit wrote: each job's outcome and the new state of each mailbox it advanced. */
+interface Committed {
+  outcomes: AcceptOutcome[];
+  states: MailboxState[];
+}
+
+interface BatchPlan extends Committed {
   envelopes: EnvelopeRow[];
   entries: EntryRow[];
-  states: MailboxState[];
-  outcomes: AcceptOutcome[];
 }
 
 /**
@@ -109,6 +113,10 @@ function envelopeRow(job: AcceptJob, createdAt: number, now: number, header: str
 
 const MAX_ENTRIES_PER_BATCH = 20_000;
 const RETRYABLE_SQLSTATE = new Set(['40P01', '40001']);
+/** Mailbox states (and contended marks) remembered for the lock-free path, a few dozen bytes each. */
+const REMEMBERED_MAX = 100_000;
+/** A mailbox another writer moved on is written under the lock for this long before trying again. */
+const CONTENDED_MS = 5_000;
 
 /**
  * Coalesces concurrent accepts into shared transactions. Each transaction locks the recipients'
@@ -116,6 +124,11 @@ const RETRYABLE_SQLSTATE = new Set(['40P01', '40001']);
  * envelopes (an existing id is skipped, never overwritten), allocates per-mailbox `seq`, and
  * commits; only then does each caller get its outcome, so `202` still means durable. A batch
  * that fails because of one envelope is re-run one envelope per transaction.
+ *
+ * The common case skips the explicit transaction and the lock: a node remembers the state its own
+ * commits left each mailbox in and writes against it in one statement, which fails whole when
+ * another writer (another api node, a worker) moved the mailbox on since; the batch then takes
+ * the locking path, and that mailbox stays on it for a while.
  */
 @Injectable()
 export class AcceptBatcher {
@@ -125,6 +138,10 @@ export class AcceptBatcher {
   private readonly busy = new Map<number, number>();
   private readonly writers: number;
   private readonly batchMax: number;
+  /** Each mailbox's state as this node's last commit to it left it (insertion order = age). */
+  private readonly remembered = new Map<number, MailboxState>();
+  /** Mailboxes another writer moved on recently → when to try the lock-free path again. */
+  private readonly contended = new Map<number, number>();
   /** Overridable for tests that need an injected clock. */
   now: () => number = Date.now;
 
@@ -212,28 +229,96 @@ export class AcceptBatcher {
   }
 
   private async runWithRetry(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        if (jobs.every((job) => job.fileIds.length === 0)) {
-          try {
-            return await this.runInOneStatement(jobs);
-          } catch (error) {
-            if (!(error instanceof IdTaken)) throw error;
-          }
+    const mailboxIds = [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
+    const plain = jobs.every((job) => job.fileIds.length === 0);
+    try {
+      const known = plain ? this.rememberedStates(mailboxIds) : undefined;
+      if (known) {
+        try {
+          return this.remember(await this.runWithoutLock(jobs, known));
+        } catch (error) {
+          if (isUnavailable(error)) throw error;
+          // An id taken (a retry, a collision) leaves the states current; anything else (moved on
+          // by another writer, a mailbox gone) does not. Either way the locking path decides.
+          if ((error as { code?: string }).code !== ID_TAKEN_SQLSTATE) this.markContended(mailboxIds);
         }
-        return await this.run(jobs);
-      } catch (error) {
-        const code = (error as { code?: string }).code;
-        if (attempt >= 3 || code === undefined || !RETRYABLE_SQLSTATE.has(code)) throw error;
       }
+      for (let attempt = 1; ; attempt++) {
+        try {
+          if (plain) {
+            try {
+              return this.remember(await this.runInOneStatement(jobs));
+            } catch (error) {
+              if (!(error instanceof IdTaken)) throw error;
+            }
+          }
+          return this.remember(await this.run(jobs));
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          if (attempt >= 3 || code === undefined || !RETRYABLE_SQLSTATE.has(code)) throw error;
+        }
+      }
+    } catch (error) {
+      // The outcome of a failed commit may be unknown (a lost connection): remember nothing.
+      for (const id of mailboxIds) this.remembered.delete(id);
+      throw error;
     }
+  }
+
+  /** The remembered state of every mailbox, unless one is unknown or recently contended. */
+  private rememberedStates(mailboxIds: readonly number[]): MailboxState[] | undefined {
+    const now = Date.now();
+    const states: MailboxState[] = [];
+    for (const id of mailboxIds) {
+      const until = this.contended.get(id);
+      if (until !== undefined) {
+        if (until > now) return undefined;
+        this.contended.delete(id);
+      }
+      const state = this.remembered.get(id);
+      if (state === undefined) return undefined;
+      states.push(state);
+    }
+    return states;
+  }
+
+  private markContended(mailboxIds: readonly number[]): void {
+    const until = Date.now() + CONTENDED_MS;
+    for (const id of mailboxIds) {
+      this.remembered.delete(id);
+      this.contended.delete(id);
+      this.contended.set(id, until);
+    }
+    trimOldest(this.contended);
+    this.metrics.acceptLockFallbacks.inc();
+  }
+
+  private remember(committed: Committed): AcceptOutcome[] {
+    for (const state of committed.states) {
+      this.remembered.delete(state.agent_id);
+      this.remembered.set(state.agent_id, state);
+    }
+    trimOldest(this.remembered);
+    return committed.outcomes;
+  }
+
+  /** One statement against the remembered states; it fails whole if any of them is stale. */
+  private async runWithoutLock(jobs: AcceptJob[], known: readonly MailboxState[]): Promise<Committed> {
+    const plan = planBatch(jobs, known, this.now());
+    const expected = new Map(known.map((state) => [state.agent_id, state.last_seq]));
+    await this.envelopes.insertAllIfCurrent(
+      plan.envelopes,
+      plan.entries,
+      plan.states.map((state) => ({ ...state, expected_seq: expected.get(state.agent_id)! })),
+    );
+    return plan;
   }
 
   /**
    * The common case (no file to claim, no id taken): lock, then one statement writes envelopes,
    * entries and mailbox states. An id that turns out to be taken rolls it back (`IdTaken`).
    */
-  private runInOneStatement(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
+  private runInOneStatement(jobs: AcceptJob[]): Promise<Committed> {
     return this.envelopes.transaction(async (trx) => {
       const now = this.now();
       const mailboxIds = [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
@@ -242,11 +327,11 @@ export class AcceptBatcher {
       const plan = planBatch(jobs, locked, now);
       const inserted = await this.envelopes.insertAll(trx, plan.envelopes, plan.entries, plan.states);
       if (inserted.size !== jobs.length) throw new IdTaken();
-      return plan.outcomes;
+      return plan;
     });
   }
 
-  private run(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
+  private run(jobs: AcceptJob[]): Promise<Committed> {
     return this.envelopes.transaction(async (trx) => {
       const now = this.now();
       const mailboxIds = [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
@@ -296,10 +381,19 @@ export class AcceptBatcher {
         });
         outcomes.push({ kind: 'stored', createdAt: createdAts[i], receivedMs: now, header: headers[i], entries: allocated });
       }
+      const advanced = [...changed].map((id) => states.get(id)!);
       await this.envelopes.insertEntries(trx, entries);
-      await this.envelopes.advanceMailboxes(trx, [...changed].map((id) => states.get(id)!));
-      return outcomes;
+      await this.envelopes.advanceMailboxes(trx, advanced);
+      return { outcomes, states: advanced };
     });
+  }
+}
+
+/** Drop the oldest entries (insertion order) beyond `REMEMBERED_MAX`. */
+function trimOldest(map: Map<number, unknown>): void {
+  for (const id of map.keys()) {
+    if (map.size <= REMEMBERED_MAX) return;
+    map.delete(id);
   }
 }
 

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { AgentsRepository, OrgsRepository } from '#db';
 import { bearerFrom, hashesEqual, hashToken, unauthorized, type Agent } from '#domain';
+import { Coalescer } from './coalescer';
 
 /** Recipient agents by handle, each with whether it blocked the sender. */
 export type Recipients = Map<string, Agent & { blocks_sender: boolean }>;
@@ -9,9 +10,30 @@ export type Recipients = Map<string, Agent & { blocks_sender: boolean }>;
 /** Who holds an admin token: the operator (everything) or one organization (`@<org>.*` only). */
 export type AdminScope = { kind: 'operator' } | { kind: 'org'; org: string };
 
+interface SenderLookup {
+  tokenHash: string;
+  handles: readonly string[];
+}
+
+interface SenderFound {
+  sender: Agent | undefined;
+  recipients: Recipients;
+}
+
+/** Lookups of concurrent requests share a query; at most this many such queries are out at once. */
+const LOOKUPS_IN_FLIGHT = 2;
+const LOOKUPS_PER_QUERY = 256;
+
 /** Bearer tokens → agents and admin scopes (ASMTP.md §1.3). Tokens are compared as SHA-256 hashes. */
 @Injectable()
 export class AuthService {
+  /** Every authenticated request looks its agent up: under load, many requests share a round trip. */
+  private readonly lookups = new Coalescer<SenderLookup, SenderFound>(
+    (keys) => this.lookUp(keys),
+    LOOKUPS_IN_FLIGHT,
+    LOOKUPS_PER_QUERY,
+  );
+
   constructor(
     private readonly agents: AgentsRepository,
     private readonly orgs: OrgsRepository,
@@ -20,9 +42,9 @@ export class AuthService {
 
   async agentFor(token: string | null): Promise<Agent> {
     if (token === null) throw unauthorized();
-    const agent = await this.agents.findByTokenHash(hashToken(token));
-    if (!agent) throw unauthorized('unknown agent bearer');
-    return agent;
+    const { sender } = await this.lookups.load({ tokenHash: hashToken(token), handles: [] });
+    if (!sender) throw unauthorized('unknown agent bearer');
+    return sender;
   }
 
   agentFromHeader(authorization: string | undefined): Promise<Agent> {
@@ -36,10 +58,29 @@ export class AuthService {
   async senderFromHeader(authorization: string | undefined, handles: readonly string[]): Promise<{ agent: Agent; recipients: Recipients }> {
     const token = bearerFrom(authorization);
     if (token === null) throw unauthorized();
-    if (handles.length === 0) return { agent: await this.agentFor(token), recipients: new Map() };
-    const { sender, recipients } = await this.agents.findSenderAndRecipients(hashToken(token), handles);
+    const { sender, recipients } = await this.lookups.load({ tokenHash: hashToken(token), handles });
     if (!sender) throw unauthorized('unknown agent bearer');
-    return { agent: sender, recipients: new Map(recipients.map((recipient) => [recipient.handle, recipient])) };
+    return { agent: sender, recipients };
+  }
+
+  /** One query for a batch of lookups; each gets its sender and the recipients it named (itself excluded). */
+  private async lookUp(keys: SenderLookup[]): Promise<SenderFound[]> {
+    const { senders, recipients } = await this.agents.findSendersAndRecipients(
+      [...new Set(keys.map((key) => key.tokenHash))],
+      [...new Set(keys.flatMap((key) => key.handles))],
+    );
+    return keys.map(({ tokenHash, handles }) => {
+      const sender = senders.get(tokenHash);
+      const named: Recipients = new Map();
+      if (sender === undefined) return { sender, recipients: named };
+      for (const handle of handles) {
+        const found = recipients.get(handle);
+        if (found === undefined || found.id === sender.id) continue;
+        const { blocked_senders, ...agent } = found;
+        named.set(handle, { ...agent, blocks_sender: blocked_senders.includes(sender.handle) });
+      }
+      return { sender, recipients: named };
+    });
   }
 
   async adminFromHeader(authorization: string | undefined): Promise<AdminScope> {

@@ -52,43 +52,39 @@ export class AgentsRepository {
     this.db = database.db;
   }
 
-  /** Every authenticated request runs this: a prepared statement, its SQL built once. */
-  async findByTokenHash(tokenHash: string): Promise<Agent | undefined> {
-    this.byTokenSql ??= this.db.selectFrom('agents').select(AGENT_COLUMNS).where('token_hash', '=', '$1').compile().sql;
-    return (await this.database.prepared<Agent>('roost_agent_by_token', CompiledQuery.raw(this.byTokenSql, [tokenHash])))[0];
-  }
-
-  private byTokenSql: string | undefined;
   private recipientsSql: string | undefined;
-  private senderAndRecipientsSql: string | undefined;
+  private sendersAndRecipientsSql: string | undefined;
 
   /**
-   * The hot path of `POST /messages` in one round trip: the agent holding `tokenHash` and, if it
-   * exists, the agents named `handles` (itself excluded), each with whether it blocked the sender.
+   * The hot path of every authenticated request, for many requests in one round trip: the agents
+   * holding `tokenHashes` (keyed by hash) and the agents named `handles` (keyed by handle), each
+   * recipient with the handles among those senders that it blocked.
    */
-  async findSenderAndRecipients(
-    tokenHash: string,
+  async findSendersAndRecipients(
+    tokenHashes: readonly string[],
     handles: readonly string[],
-  ): Promise<{ sender: Agent | undefined; recipients: Array<Agent & { blocks_sender: boolean }> }> {
+  ): Promise<{ senders: Map<string, Agent>; recipients: Map<string, Agent & { blocked_senders: string[] }> }> {
     const columns = AGENT_COLUMNS.map((column) => `"${column}"`).join(', ');
-    this.senderAndRecipientsSql ??= `
-      with me as (select ${columns} from agents where token_hash = $1)
-      select true as is_sender, ${columns}, false as blocks_sender from me
+    this.sendersAndRecipientsSql ??= `
+      with senders as (select token_hash, ${columns} from agents where token_hash = any($1::text[]))
+      select token_hash, ${columns}, null::text[] as blocked_senders from senders
       union all
-      select false, ${AGENT_COLUMNS.map((column) => `a."${column}"`).join(', ')},
-             exists (select 1 from blocks b where b.agent_id = a.id and b.blocked_handle = me.handle)
-      from agents a join me on a.id <> me.id
+      select null, ${AGENT_COLUMNS.map((column) => `a."${column}"`).join(', ')},
+             array(select b.blocked_handle from blocks b
+                   where b.agent_id = a.id and b.blocked_handle in (select handle from senders))
+      from agents a
       where a.handle = any($2::text[])`;
-    const rows = await this.database.prepared<Agent & { blocks_sender: boolean; is_sender: boolean }>(
-      'roost_sender_and_recipients',
-      CompiledQuery.raw(this.senderAndRecipientsSql, [tokenHash, [...handles]]),
+    const rows = await this.database.prepared<Agent & { token_hash: string | null; blocked_senders: string[] | null }>(
+      'roost_senders_and_recipients',
+      CompiledQuery.raw(this.sendersAndRecipientsSql, [[...tokenHashes], [...handles]]),
     );
-    const strip = ({ is_sender: _sender, blocks_sender: _blocks, ...agent }: (typeof rows)[number]) => agent as Agent;
-    const senderRow = rows.find((row) => row.is_sender);
-    return {
-      sender: senderRow ? strip(senderRow) : undefined,
-      recipients: rows.filter((row) => !row.is_sender).map((row) => ({ ...strip(row), blocks_sender: row.blocks_sender })),
-    };
+    const senders = new Map<string, Agent>();
+    const recipients = new Map<string, Agent & { blocked_senders: string[] }>();
+    for (const { token_hash, blocked_senders, ...agent } of rows) {
+      if (token_hash !== null) senders.set(token_hash, agent);
+      else recipients.set(agent.handle, { ...agent, blocked_senders: blocked_senders ?? [] });
+    }
+    return { senders, recipients };
   }
 
   findById(id: number): Promise<Agent | undefined> {

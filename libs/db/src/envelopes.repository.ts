@@ -10,6 +10,9 @@ export interface MailboxState {
   last_created_at: number;
 }
 
+/** `insertAllIfCurrent` failed because an envelope id of the batch already exists. */
+export const ID_TAKEN_SQLSTATE = 'RS410';
+
 export interface EnvelopeRow {
   id: string;
   sender_id: number;
@@ -109,6 +112,34 @@ export class EnvelopesRepository {
       select id from inserted`;
     const inserted = await trx.prepared<{ id: string }>('roost_accept_batch', query.compile(this.db));
     return new Set(inserted.map((row) => row.id));
+  }
+
+  /**
+   * `insertAll` as one statement outside any transaction and without locking first: it writes
+   * against mailbox states the caller remembers (`expected_seq` each). When a mailbox moved on
+   * since (SQLSTATE `RS409`, or a unique violation on the entries) or an envelope id is taken
+   * (`RS410`), the statement fails whole and nothing is written.
+   */
+  async insertAllIfCurrent(
+    envelopes: readonly EnvelopeRow[],
+    entries: readonly EntryRow[],
+    states: ReadonlyArray<MailboxState & { expected_seq: number }>,
+  ): Promise<void> {
+    const query = sql<{ ok: boolean }>`
+      with inserted as (${insertEnvelopesSql(envelopes)}),
+      entries as (${insertEntriesSql(entries)}),
+      advanced as (
+        update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
+        from unnest(
+          ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.expected_seq)}::bigint[],
+          ${states.map((s) => s.last_seq)}::bigint[], ${states.map((s) => s.last_created_at)}::bigint[]
+        ) as u(agent_id, expected_seq, last_seq, last_created_at)
+        where m.agent_id = u.agent_id and m.last_seq = u.expected_seq
+        returning m.agent_id)
+      select roost_assert_accept(
+        (select count(*) from advanced) = ${states.length}::bigint,
+        (select count(*) from inserted) = ${envelopes.length}::bigint) as ok`;
+    await this.database.prepared('roost_accept_if_current', query.compile(this.db));
   }
 
   /** Bind pending files of `uploaderId` to the envelope; returns how many were claimed. */

@@ -47,6 +47,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly acceptLockFallbacks = new Counter({
+    name: 'roost_accept_lock_fallbacks_total',
+    help: 'Accept batches whose lock-free statement found a mailbox moved on by another writer and took the locking path.',
+    registers: [this.registry],
+  });
+
   readonly mailboxListDuration = new Histogram({
     name: 'roost_mailbox_list_duration_seconds',
     help: 'GET /mailbox listing duration by direction.',

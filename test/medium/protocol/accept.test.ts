@@ -392,6 +392,23 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     expect(await inbox(bob)).toHaveLength(1);
   });
 
+  it('#32 concurrent sends by a blocked and an allowed sender (their lookups share queries): each gets its own answer', async () => {
+    const alice = await op.agent('@t32c.alice');
+    const mallory = await op.agent('@t32c.mallory');
+    const bob = await op.agent('@t32c.bob');
+    const carol = await op.agent('@t32c.carol');
+    expect((await op.client.post('/agents/me/blocks', { handle: '@t32c.mallory' }, bob)).status).toBe(201);
+    const sends = Array.from({ length: 40 }, (_, i) => {
+      const from = i % 2 === 0 ? alice : mallory;
+      const to = i % 4 < 2 ? '@t32c.bob' : '@t32c.carol';
+      return send(from, envelope(to)).then((reply) => `${from === alice ? 'alice' : 'mallory'}→${to.slice(6)}:${reply.status}`);
+    });
+    const outcomes = new Set(await Promise.all(sends));
+    expect([...outcomes].sort()).toEqual(['alice→bob:202', 'alice→carol:202', 'mallory→bob:404', 'mallory→carol:202']);
+    expect(await inbox(bob)).toHaveLength(10);
+    expect(await inbox(carol)).toHaveLength(20);
+  });
+
   it('#32 blocks are one-way: the sender own block of the recipient does not refuse its send (§1.6)', async () => {
     const alice = await op.agent('@t32b.alice');
     const bob = await op.agent('@t32b.bob');
