@@ -17,6 +17,13 @@ export interface RedisBusOptions {
 
 type StreamReply = Array<[string, Array<[string, string[]]>]> | null;
 
+/** Deliveries published in one tick: one pipeline, each caller answered by its own commands. */
+interface PublishBatch {
+  pipeline: ReturnType<Redis['pipeline']>;
+  commands: number;
+  waiters: Array<{ first: number; end: number; resolve: () => void; reject: (error: unknown) => void }>;
+}
+
 const READ_BLOCK_MS = 250;
 const READ_COUNT = 1000;
 
@@ -67,11 +74,14 @@ export class RedisFrameBus extends FrameBus {
   /**
    * One stream entry per partition a delivery touches, not per recipient: the header (identical for
    * every recipient of an envelope) is written once with the `mailbox:seq` pairs of that partition,
-   * so a 50-recipient envelope costs at most `partitions` entries.
+   * so a 50-recipient envelope costs at most `partitions` entries. Deliveries published in the same
+   * tick (the envelopes of one accept batch) share one pipeline, so one write reaches Redis.
    */
-  async publish(delivery: Delivery): Promise<void> {
-    if (delivery.frames.length === 0 && delivery.monitor.length === 0) return;
-    const pipeline = this.commands.pipeline();
+  publish(delivery: Delivery): Promise<void> {
+    if (delivery.frames.length === 0 && delivery.monitor.length === 0) return Promise.resolve();
+    const batch = this.pendingPublish ?? this.startPublishBatch();
+    const pipeline = batch.pipeline;
+    const first = batch.commands;
     const maxLen = String(this.options.maxLen);
     const byPartition = new Map<number, HeaderFrame[]>();
     for (const frame of delivery.frames) {
@@ -98,13 +108,39 @@ export class RedisFrameBus extends FrameBus {
     for (const monitor of delivery.monitor) {
       pipeline.xadd(this.streamKey(this.partitionOf(monitor.mailbox_id)), 'MAXLEN', '~', maxLen, '*', 'm', String(monitor.mailbox_id), 'k', 'monitor', 'h', monitor.frame);
     }
+    batch.commands += byPartition.size + delivery.monitor.length;
+    return new Promise((resolve, reject) => batch.waiters.push({ first, end: batch.commands, resolve, reject }));
+  }
+
+  private pendingPublish: PublishBatch | undefined;
+
+  private startPublishBatch(): PublishBatch {
+    const batch: PublishBatch = { pipeline: this.commands.pipeline(), commands: 0, waiters: [] };
+    this.pendingPublish = batch;
+    process.nextTick(() => {
+      this.pendingPublish = undefined;
+      void this.flushPublishBatch(batch);
+    });
+    return batch;
+  }
+
+  /** Each publish of the batch succeeds or fails on its own commands' results. */
+  private async flushPublishBatch(batch: PublishBatch): Promise<void> {
+    let results: Array<[Error | null, unknown]> | null = null;
+    let failure: unknown;
     try {
-      const results = await pipeline.exec();
-      const failed = results?.find(([error]) => error !== null);
-      if (failed) throw failed[0];
+      results = await batch.pipeline.exec();
     } catch (error) {
-      this.options.onError?.('publish');
-      throw error;
+      failure = error;
+    }
+    for (const waiter of batch.waiters) {
+      const error = failure ?? (results ?? []).slice(waiter.first, waiter.end).find(([commandError]) => commandError !== null)?.[0];
+      if (error === undefined || error === null) {
+        waiter.resolve();
+      } else {
+        this.options.onError?.('publish');
+        waiter.reject(error);
+      }
     }
   }
 
