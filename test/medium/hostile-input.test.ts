@@ -181,7 +181,8 @@ function judge(route: string, input: HttpInput, response: RawResponse, allowed: 
   }
   const status = response.status;
   if (status >= 500 || (status < 200 && !allowed.success.includes(status))) throw new Error(`not a 2xx/4xx: ${what}`);
-  const path = input.target.split('?')[0];
+  // The router ends the path at `?` or `#` (find-my-way drops a fragment the client sent raw).
+  const path = input.target.split(/[?#]/)[0];
   const type = response.headers['content-type'] ?? '';
   if (status >= 400) {
     if (type !== 'application/json; charset=utf-8') throw new Error(`error without the JSON content type: ${what}`);
