@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
 import { ulid } from '#domain';
-import { freePort, request, requireEnv, scratchDatabase } from './support';
+import { freePort, profileArgs, request, requireEnv, scratchDatabase } from './support';
 
 /**
  * Multi-process bench clusters: api and gateway processes (`ROOST_ROLE`) on one scratch database
@@ -66,8 +66,7 @@ export class RoostNode {
 
   /** Spawn (file descriptor limit raised to the hard limit) and wait for /healthz. */
   async start(timeoutMs = 60_000): Promise<void> {
-    const profDir = process.env.ROOST_BENCH_CPU_PROF;
-    const nodeArgs = profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`, `--cpu-prof-name=${this.role}-${this.port}-${Date.now()}.cpuprofile`] : [];
+    const nodeArgs = profileArgs(`${this.role}-${this.port}`);
     const child = spawn('/bin/bash', ['-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, ...nodeArgs, MAIN], {
       env: { ...process.env, ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -52,15 +52,20 @@ export interface OperatorProcess {
 }
 
 /**
- * `node dist/apps/roost/src/main.js` with the given env, once /healthz answers.
- * ROOST_BENCH_NODE_ARGS adds node flags to the operator (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+ * Node flags for an operator process: with `ROOST_BENCH_CPU_PROF=<dir>`, a CPU profile into that
+ * folder named after `name`, written when the process exits.
  */
+export function profileArgs(name: string): string[] {
+  const dir = process.env.ROOST_BENCH_CPU_PROF;
+  return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
+}
+
+/** `node dist/apps/roost/src/main.js` with the given env, once /healthz answers. */
 export async function startOperatorProcess(env: Record<string, string>): Promise<OperatorProcess> {
   const port = await freePort();
   const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
   const main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
-  const nodeArgs = (process.env.ROOST_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, main], {
+  const child = spawn(process.execPath, [...profileArgs(`operator-${port}`), main], {
     env: { ...process.env, ROOST_ADMIN_TOKEN: adminToken, PORT: String(port), ROOST_LOG_LEVEL: 'warn', ROOST_RATE_LIMIT_PER_S: '0', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

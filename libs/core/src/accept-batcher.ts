@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { Metrics } from '#metrics';
-import { EnvelopesRepository, ID_TAKEN_SQLSTATE, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
+import { EnvelopesRepository, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
 import {
   badRequest,
   headerJsonOf,
@@ -166,7 +166,7 @@ export class AcceptBatcher {
     while (this.running < this.writers && this.queue.length > 0) {
       const batch = this.take();
       if (batch.length === 0) return; // everything queued waits on a mailbox a batch holds
-      const mailboxes = [...new Set(batch.flatMap((pending) => pending.job.recipients.map((r) => r.agentId)))];
+      const mailboxes = mailboxesOf(batch.map((pending) => pending.job));
       for (const id of mailboxes) this.busy.set(id, (this.busy.get(id) ?? 0) + 1);
       this.running++;
       void this.commit(batch).finally(() => {
@@ -229,19 +229,23 @@ export class AcceptBatcher {
   }
 
   private async runWithRetry(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
-    const mailboxIds = [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
+    const mailboxIds = mailboxesOf(jobs);
     const plain = jobs.every((job) => job.fileIds.length === 0);
     try {
       const known = plain ? this.rememberedStates(mailboxIds) : undefined;
       if (known) {
+        const plan = planBatch(jobs, known, this.now());
+        let written: 'written' | 'stale' | 'id_taken';
         try {
-          return this.remember(await this.runWithoutLock(jobs, known));
+          written = await this.envelopes.insertAllIfCurrent(plan.envelopes, plan.entries, plan.states, expectedSeqs(plan, known));
         } catch (error) {
           if (isUnavailable(error)) throw error;
-          // An id taken (a retry, a collision) leaves the states current; anything else (moved on
-          // by another writer, a mailbox gone) does not. Either way the locking path decides.
-          if ((error as { code?: string }).code !== ID_TAKEN_SQLSTATE) this.markContended(mailboxIds);
+          written = 'stale'; // any other failure: trust nothing remembered, let the lock decide
         }
+        if (written === 'written') return this.remember(plan);
+        // An id taken (a retry, a collision) leaves the states current; a mailbox moved on by
+        // another writer (or gone) does not. Either way the locking path decides.
+        if (written === 'stale') this.markContended(mailboxIds);
       }
       for (let attempt = 1; ; attempt++) {
         try {
@@ -302,17 +306,6 @@ export class AcceptBatcher {
     return committed.outcomes;
   }
 
-  /** One statement against the remembered states; it fails whole if any of them is stale. */
-  private async runWithoutLock(jobs: AcceptJob[], known: readonly MailboxState[]): Promise<Committed> {
-    const plan = planBatch(jobs, known, this.now());
-    const expected = new Map(known.map((state) => [state.agent_id, state.last_seq]));
-    await this.envelopes.insertAllIfCurrent(
-      plan.envelopes,
-      plan.entries,
-      plan.states.map((state) => ({ ...state, expected_seq: expected.get(state.agent_id)! })),
-    );
-    return plan;
-  }
 
   /**
    * The common case (no file to claim, no id taken): lock, then one statement writes envelopes,
@@ -321,7 +314,7 @@ export class AcceptBatcher {
   private runInOneStatement(jobs: AcceptJob[]): Promise<Committed> {
     return this.envelopes.transaction(async (trx) => {
       const now = this.now();
-      const mailboxIds = [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
+      const mailboxIds = mailboxesOf(jobs);
       const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
       if (locked.length !== mailboxIds.length) throw new MailboxGone();
       const plan = planBatch(jobs, locked, now);
@@ -334,7 +327,7 @@ export class AcceptBatcher {
   private run(jobs: AcceptJob[]): Promise<Committed> {
     return this.envelopes.transaction(async (trx) => {
       const now = this.now();
-      const mailboxIds = [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
+      const mailboxIds = mailboxesOf(jobs);
       const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
       if (locked.length !== mailboxIds.length) throw new MailboxGone();
 
@@ -387,6 +380,17 @@ export class AcceptBatcher {
       return { outcomes, states: advanced };
     });
   }
+}
+
+/** Each advanced mailbox's `last_seq` in `known`, in the order of `plan.states`. */
+function expectedSeqs(plan: BatchPlan, known: readonly MailboxState[]): number[] {
+  const before = new Map(known.map((state) => [state.agent_id, state.last_seq]));
+  return plan.states.map((state) => before.get(state.agent_id)!);
+}
+
+/** The distinct recipient mailboxes of some jobs. */
+function mailboxesOf(jobs: readonly AcceptJob[]): number[] {
+  return [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
 }
 
 /** Drop the oldest entries (insertion order) beyond `REMEMBERED_MAX`. */

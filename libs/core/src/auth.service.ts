@@ -41,22 +41,18 @@ export class AuthService {
   ) {}
 
   async agentFor(token: string | null): Promise<Agent> {
-    if (token === null) throw unauthorized();
-    const { sender } = await this.lookups.load({ tokenHash: hashToken(token), handles: [] });
-    if (!sender) throw unauthorized('unknown agent bearer');
-    return sender;
-  }
-
-  agentFromHeader(authorization: string | undefined): Promise<Agent> {
-    return this.agentFor(bearerFrom(authorization));
+    return (await this.authenticate(token, [])).agent;
   }
 
   /**
    * Authenticate a sender and, in the same round trip, load the recipients it names (the accept
-   * path's policy inputs). 401 exactly as `agentFromHeader`.
+   * path's policy inputs). 401 exactly as `agentFor`.
    */
-  async senderFromHeader(authorization: string | undefined, handles: readonly string[]): Promise<{ agent: Agent; recipients: Recipients }> {
-    const token = bearerFrom(authorization);
+  senderFromHeader(authorization: string | undefined, handles: readonly string[]): Promise<{ agent: Agent; recipients: Recipients }> {
+    return this.authenticate(bearerFrom(authorization), handles);
+  }
+
+  private async authenticate(token: string | null, handles: readonly string[]): Promise<{ agent: Agent; recipients: Recipients }> {
     if (token === null) throw unauthorized();
     const { sender, recipients } = await this.lookups.load({ tokenHash: hashToken(token), handles });
     if (!sender) throw unauthorized('unknown agent bearer');

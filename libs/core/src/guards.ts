@@ -23,11 +23,18 @@ export class AgentGuard implements CanActivate {
   /** Authenticate, then take a token from the agent's rate limit (429 RATE_LIMITED). */
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthedRequest>();
-    request.agent = await this.auth.agentFromHeader(request.headers.authorization);
+    const { agent, recipients } = await this.auth.senderFromHeader(request.headers.authorization, this.handlesOf(request));
+    request.agent = agent;
+    request.recipients = recipients;
     const logContext = requestContext();
-    if (logContext) logContext.agent = request.agent.handle;
-    await this.rateLimiter.take(request.agent.id);
+    if (logContext) logContext.agent = agent.handle;
+    await this.rateLimiter.take(agent.id);
     return true;
+  }
+
+  /** Recipients to load with the agent (none on most routes). */
+  protected handlesOf(_request: FastifyRequest): readonly string[] {
+    return [];
   }
 }
 
@@ -36,21 +43,9 @@ export class AgentGuard implements CanActivate {
  * as the sender (the accept path's policy inputs; it loads any it still lacks).
  */
 @Injectable()
-export class SenderGuard implements CanActivate {
-  constructor(
-    private readonly auth: AuthService,
-    private readonly rateLimiter: RateLimiter,
-  ) {}
-
-  async canActivate(context: ExecutionContext): Promise<boolean> {
-    const request = context.switchToHttp().getRequest<AuthedRequest>();
-    const { agent, recipients } = await this.auth.senderFromHeader(request.headers.authorization, peekRecipientHandles(request));
-    request.agent = agent;
-    request.recipients = recipients;
-    const logContext = requestContext();
-    if (logContext) logContext.agent = agent.handle;
-    await this.rateLimiter.take(agent.id);
-    return true;
+export class SenderGuard extends AgentGuard {
+  protected override handlesOf(request: FastifyRequest): readonly string[] {
+    return peekRecipientHandles(request);
   }
 }
 

@@ -10,9 +10,6 @@ export interface MailboxState {
   last_created_at: number;
 }
 
-/** `insertAllIfCurrent` failed because an envelope id of the batch already exists. */
-export const ID_TAKEN_SQLSTATE = 'RS410';
-
 export interface EnvelopeRow {
   id: string;
   sender_id: number;
@@ -116,30 +113,32 @@ export class EnvelopesRepository {
 
   /**
    * `insertAll` as one statement outside any transaction and without locking first: it writes
-   * against mailbox states the caller remembers (`expected_seq` each). When a mailbox moved on
-   * since (SQLSTATE `RS409`, or a unique violation on the entries) or an envelope id is taken
-   * (`RS410`), the statement fails whole and nothing is written.
+   * against mailbox states the caller remembers (`expectedSeqs`, one per state) and fails whole, writing
+   * nothing, when a mailbox moved on since (`stale`) or an envelope id is taken (`id_taken`).
    */
   async insertAllIfCurrent(
     envelopes: readonly EnvelopeRow[],
     entries: readonly EntryRow[],
-    states: ReadonlyArray<MailboxState & { expected_seq: number }>,
-  ): Promise<void> {
+    states: readonly MailboxState[],
+    expectedSeqs: readonly number[],
+  ): Promise<'written' | 'stale' | 'id_taken'> {
     const query = sql<{ ok: boolean }>`
       with inserted as (${insertEnvelopesSql(envelopes)}),
       entries as (${insertEntriesSql(entries)}),
-      advanced as (
-        update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
-        from unnest(
-          ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.expected_seq)}::bigint[],
-          ${states.map((s) => s.last_seq)}::bigint[], ${states.map((s) => s.last_created_at)}::bigint[]
-        ) as u(agent_id, expected_seq, last_seq, last_created_at)
-        where m.agent_id = u.agent_id and m.last_seq = u.expected_seq
-        returning m.agent_id)
+      advanced as (${advanceMailboxesSql(states, expectedSeqs)})
       select roost_assert_accept(
         (select count(*) from advanced) = ${states.length}::bigint,
         (select count(*) from inserted) = ${envelopes.length}::bigint) as ok`;
-    await this.database.prepared('roost_accept_if_current', query.compile(this.db));
+    try {
+      await this.database.prepared('roost_accept_if_current', query.compile(this.db));
+      return 'written';
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === 'RS410') return 'id_taken'; // roost_assert_accept, migration 0004
+      // RS409 from roost_assert_accept; an entry seq or a mailbox another writer took or deleted.
+      if (code === 'RS409' || code === '23505' || code === '23503') return 'stale';
+      throw error;
+    }
   }
 
   /** Bind pending files of `uploaderId` to the envelope; returns how many were claimed. */
@@ -200,12 +199,17 @@ function insertEntriesSql(rows: readonly EntryRow[]): RawBuilder<unknown> {
     )`;
 }
 
-function advanceMailboxesSql(states: readonly MailboxState[]): RawBuilder<unknown> {
+/**
+ * Set each mailbox's state; given `expectedSeqs` (one per state), only where the mailbox still has
+ * that `last_seq` (a compare-and-set). Returns the agent ids it updated.
+ */
+function advanceMailboxesSql(states: readonly MailboxState[], expectedSeqs?: readonly number[]): RawBuilder<unknown> {
   return sql`
     update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
     from unnest(
       ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.last_seq)}::bigint[],
-      ${states.map((s) => s.last_created_at)}::bigint[]
-    ) as u(agent_id, last_seq, last_created_at)
-    where m.agent_id = u.agent_id`;
+      ${states.map((s) => s.last_created_at)}::bigint[], ${expectedSeqs ?? states.map(() => null)}::bigint[]
+    ) as u(agent_id, last_seq, last_created_at, expected_seq)
+    where m.agent_id = u.agent_id${expectedSeqs ? sql` and m.last_seq = u.expected_seq` : sql``}
+    returning m.agent_id`;
 }

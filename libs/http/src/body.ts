@@ -16,12 +16,30 @@ export const MAX_JSON_DEPTH = 1000;
 /** A media type as Fastify parses it (RFC 9110: token "/" token, then any parameters). */
 const MEDIA_TYPE = /^\s*[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(;[\s\S]*)?$/;
 
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
 /** What the content-type parser leaves on `request.body`: bytes, not yet interpreted. */
 export class RawBody {
+  /** undefined: not decoded yet; null: not UTF-8 JSON. */
+  private decoded: { text: string; value: unknown } | null | undefined;
+
   constructor(
     readonly bytes: Buffer,
     readonly tooLarge: boolean,
   ) {}
+
+  /** The bytes as UTF-8 text and its JSON value, or null: decoded once per request however often asked. */
+  json(): { text: string; value: unknown } | null {
+    if (this.decoded === undefined) {
+      try {
+        const text = utf8.decode(this.bytes);
+        this.decoded = { text, value: JSON.parse(text) };
+      } catch {
+        this.decoded = null;
+      }
+    }
+    return this.decoded;
+  }
 }
 
 /**
@@ -62,8 +80,6 @@ export function registerRawBodyParser(fastify: FastifyInstance): void {
   });
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
 /**
  * The request body as a JSON object: empty → `{}`; over 1 MiB → 413; invalid UTF-8, unparsable,
  * nested deeper than MAX_JSON_DEPTH, or not an object → 400 INVALID_JSON.
@@ -76,14 +92,9 @@ export function jsonBody(request: FastifyRequest): Record<string, unknown> {
     throw new AsmtpError(413, 'PAYLOAD_TOO_LARGE', `JSON body is larger than ${MAX_JSON_BYTES} bytes`);
   }
   if (body.bytes.length === 0) return {};
-  let text: string;
-  let parsed: unknown;
-  try {
-    text = utf8.decode(body.bytes);
-    parsed = JSON.parse(text);
-  } catch {
-    throw badRequest('INVALID_JSON', 'body is not valid JSON');
-  }
+  const decoded = body.json();
+  if (decoded === null) throw badRequest('INVALID_JSON', 'body is not valid JSON');
+  const { text, value: parsed } = decoded;
   if (exceedsDepth(text, MAX_JSON_DEPTH)) {
     throw badRequest('INVALID_JSON', `body is nested deeper than ${MAX_JSON_DEPTH} levels`);
   }
@@ -120,13 +131,9 @@ const PEEK_MAX_HANDLES = 100;
  */
 export function peekRecipientHandles(request: FastifyRequest): string[] {
   const body = request.body;
+  // The body is decoded once: `jsonBody` reuses what this parses.
   if (!(body instanceof RawBody) || body.tooLarge || body.bytes.length === 0 || body.bytes.length > PEEK_MAX_BYTES) return [];
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(utf8.decode(body.bytes));
-  } catch {
-    return [];
-  }
+  const parsed = body.json()?.value;
   if (parsed === null || typeof parsed !== 'object') return [];
   const { to, cc } = parsed as { to?: unknown; cc?: unknown };
   const handles = new Set<string>();
