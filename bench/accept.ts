@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ulid } from '#domain';
-import { createAgent, loadLoop, request, round, scratchDatabase, startOperatorProcess, summary } from './support';
+import { createAgent, HttpConnection, loadLoop, round, scratchDatabase, startOperatorProcess, summary } from './support';
 
 const SENDERS = 32;
 const TEXT = 'x'.repeat(900) + ' the quick brown fox jumps over the lazy dog';
@@ -43,18 +43,17 @@ export async function acceptScenario(extraEnv: Record<string, string> = {}, labe
   const database = await scratchDatabase('roost_bench');
   const op = await startOperatorProcess({ DATABASE_URL: database.url, ...extraEnv });
   const nodes = [op, ...(await Promise.all(Array.from({ length: apis - 1 }, () => startOperatorProcess({ DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }))))];
-  const node = (sender: number) => nodes[sender % nodes.length].url;
+  // one keep-alive connection per sender, sender i on process i mod N
+  const connections = Array.from({ length: SENDERS }, (_, i) => new HttpConnection(nodes[i % nodes.length].url));
   try {
-    const recipient = await createAgent(op, '@bench.inbox');
-    void recipient;
+    await createAgent(op, '@bench.inbox');
     const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
     const envelopeBody = (id: string) =>
       JSON.stringify({ id, to: ['@bench.inbox'], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text: TEXT }] });
-    // warm-up: connections, JIT, plans
-    await loadLoop(SENDERS, 2000, async (w) => (await request(node(w), 'POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202);
-    const roost = summary(
-      await loadLoop(SENDERS, seconds * 1000, async (w) => (await request(node(w), 'POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202),
-    );
+    const send = async (w: number) => (await connections[w].request('POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202;
+    await loadLoop(SENDERS, 2000, send); // warm-up: connections, JIT, plans
+    const roost = summary(await loadLoop(SENDERS, seconds * 1000, send));
+    connections.forEach((connection) => connection.close());
     await Promise.all(nodes.map((n) => n.stop()));
     const raw = await ceiling(database.url, seconds * 1000);
     return {
@@ -73,6 +72,7 @@ export async function acceptScenario(extraEnv: Record<string, string> = {}, labe
       ratio: round(roost.per_s / raw.per_s, 3),
     };
   } finally {
+    connections.forEach((connection) => connection.close());
     await Promise.all(nodes.map((n) => n.stop()));
     await database.drop();
   }
