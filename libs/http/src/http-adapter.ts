@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { AsmtpError } from '#domain';
+import { useCurrentAsyncResourceBind } from './async-resource-bind';
 import { registerRawBodyParser } from './body';
 import { RouteTable } from './routes';
 
@@ -15,6 +16,7 @@ export interface HttpAdapterOptions {
  * sensitive, no automatic HEAD routes, raw bodies read by Roost, long handle segments allowed.
  */
 export function createHttpAdapter(options: HttpAdapterOptions): { adapter: FastifyAdapter; routes: RouteTable } {
+  useCurrentAsyncResourceBind(); // Fastify binds a callback per request body: the Node 20 bind is slow
   const adapter = new FastifyAdapter({
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, caseSensitive: true, maxParamLength: 2048 },
     exposeHeadRoutes: false,

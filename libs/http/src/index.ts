@@ -1,3 +1,4 @@
+export * from './async-resource-bind';
 export * from './body';
 export * from './errors.filter';
 export * from './http-adapter';
