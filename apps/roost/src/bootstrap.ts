@@ -29,7 +29,7 @@ export async function buildRoostApp(config: Config, logger: Logger = createLogge
     abortOnError: false,
   });
   observeRequests(adapter.getInstance(), logger, app.get(Metrics));
-  app.useGlobalFilters(new AsmtpErrorFilter(routes));
+  app.useGlobalFilters(new AsmtpErrorFilter(routes, logger));
   let ws: RoostWsAdapter | undefined;
   if (config.role === 'all' || config.role === 'gateway') {
     ws = new RoostWsAdapter(app, app.get(AuthService), config.gateway.maxClientFrameBytes);

@@ -26,7 +26,7 @@ export class AgentGuard implements CanActivate {
     const { agent, recipients } = await this.auth.senderFromHeader(request.headers.authorization, this.handlesOf(request));
     request.agent = agent;
     request.recipients = recipients;
-    const logContext = requestContext();
+    const logContext = requestContext(request);
     if (logContext) logContext.agent = agent.handle;
     await this.rateLimiter.take(agent.id);
     return true;

@@ -1,14 +1,17 @@
-import { Catch, HttpException, Logger, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
+import { Catch, HttpException, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from 'pino';
 import { AsmtpError, isUnavailable } from '#domain';
+import { requestContext } from './logging';
 import type { RouteTable } from './routes';
 
 /** Maps every failure onto the ASMTP error body `{"error":{"code","message"}}` (ASMTP.md §4). */
 @Catch()
 export class AsmtpErrorFilter implements ExceptionFilter {
-  private readonly logger = new Logger('http');
-
-  constructor(private readonly routes: RouteTable) {}
+  constructor(
+    private readonly routes: RouteTable,
+    private readonly logger: Logger,
+  ) {}
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const context = host.switchToHttp();
@@ -40,10 +43,11 @@ export class AsmtpErrorFilter implements ExceptionFilter {
       return new AsmtpError(400, 'INVALID_JSON', 'request body could not be read');
     }
     if (isUnavailable(exception)) {
-      this.logger.warn(`dependency unavailable: ${(exception as Error).message}`);
+      this.logger.warn({ context: 'http', ...requestContext(request) }, `dependency unavailable: ${(exception as Error).message}`);
       return new AsmtpError(503, 'UNAVAILABLE', 'a dependency is unavailable, retry later');
     }
-    this.logger.error(exception instanceof Error ? (exception.stack ?? exception.message) : String(exception));
+    const stack = exception instanceof Error ? (exception.stack ?? exception.message) : String(exception);
+    this.logger.error({ context: 'http', ...requestContext(request), stack }, 'internal error');
     return new AsmtpError(500, 'INTERNAL_ERROR', 'internal error');
   }
 }

@@ -1,7 +1,7 @@
 import { Controller, Get, Header, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { AcceptService, AgentGuard, CurrentAgent, PrefetchedRecipients, SenderGuard, type Accepted, type Recipients } from '#core';
 import { parseIdsQuery, type Agent, type QueryPairs } from '#domain';
-import { JSON_CONTENT_TYPE, JsonBody, Query, requestContext } from '#http';
+import { JSON_CONTENT_TYPE, JsonBody, LogContext, Query, type RequestContext } from '#http';
 import { MessagesService } from './messages.service';
 
 @Controller('/messages')
@@ -19,8 +19,8 @@ export class MessagesController {
     @CurrentAgent() agent: Agent,
     @PrefetchedRecipients() recipients: Recipients | undefined,
     @JsonBody() body: Record<string, unknown>,
+    @LogContext() logContext: RequestContext | undefined,
   ): Promise<Accepted> {
-    const logContext = requestContext();
     if (logContext && typeof body.id === 'string') logContext.envelope_id = body.id.slice(0, 26);
     return (await this.accept.accept(agent, body, { recipients })).accepted;
   }
