@@ -10,14 +10,13 @@ describe('AsyncResource#bind without the deprecated asyncResource property', () 
     AsyncResource.prototype.bind = original;
   });
 
-  it('is installed where Node still attaches the property, and is then no longer needed', () => {
-    const bound = original.call(new AsyncResource('t'), () => undefined);
-    const attaches = Object.getOwnPropertyDescriptor(bound, 'asyncResource') !== undefined;
-    if (nodeMajor < 24) expect(attaches).toBe(true); // Node 20 (this machine, CI): the slow kind
-    expect(AsyncResource.prototype.bind === original).toBe(!attaches);
+  it('replaces a bind that attaches the property (Node 20), and is then no longer needed', () => {
+    // Another suite in this jest worker may have installed it already: judge by what is there now.
+    if (nodeMajor < 24) expect(AsyncResource.prototype.bind.toString()).not.toContain('asyncResource');
     expect(asyncResourceBindIsDeprecatedKind()).toBe(false);
+    const before = AsyncResource.prototype.bind;
     useCurrentAsyncResourceBind(); // idempotent
-    expect(asyncResourceBindIsDeprecatedKind()).toBe(false);
+    expect(AsyncResource.prototype.bind).toBe(before);
   });
 
   it('runs the function in the async context the resource was created in, however it is called', async () => {

@@ -1,11 +1,15 @@
 import { scanContent } from './guard';
 
 /**
- * A coarse guard against catastrophic backtracking, not a benchmark: a pattern that goes
- * quadratic on 1 MiB takes seconds to minutes, so these bounds only catch that class of bug.
+ * A guard against catastrophic backtracking, not a benchmark (bench/guard.ts measures speed): a
+ * pattern that goes quadratic takes 16× as long on 4× the input, a linear one about 4×. Each case
+ * compares the input at 512 KiB with the same input at 128 KiB, so the bound holds on any machine,
+ * however fast or loaded; a wall-clock bound failed on a slow one while the scan was linear.
  */
-const MiB = 1 << 20;
+const KiB = 1024;
 const options = { largeBytes: 16 * 1024 };
+/** Linear is ~4 for 4× the input; quadratic ~16. Leaves room for GC and timer noise. */
+const MAX_GROWTH = 10;
 
 /** Deterministic base64-ish noise (no Math.random: a failure must reproduce). */
 function noise(length: number, alphabet: string): string {
@@ -20,26 +24,34 @@ function noise(length: number, alphabet: string): string {
   return out.join('');
 }
 
-const fill = (unit: string): string => unit.repeat(Math.ceil(MiB / unit.length)).slice(0, MiB);
+const fill = (unit: string, length: number): string => unit.repeat(Math.ceil(length / unit.length)).slice(0, length);
 /** Flat copies: a repeated string is a rope, and flattening it is not the guard's cost. */
 const flat = (value: string): string => Buffer.from(value, 'utf8').toString('utf8');
 
+/** The fastest of three scans of `text` as subject, text part and data part, in ms. */
 const millisToScan = (text: string): number => {
-  const started = process.hrtime.bigint();
-  scanContent({ subject: text.slice(0, 200), parts: [{ type: 'text', text }, { type: 'data', data: { v: text } }] }, options);
-  return Number(process.hrtime.bigint() - started) / 1e6;
+  let best = Infinity;
+  for (let run = 0; run < 3; run += 1) {
+    const started = process.hrtime.bigint();
+    scanContent({ subject: text.slice(0, 200), parts: [{ type: 'text', text }, { type: 'data', data: { v: text } }] }, options);
+    best = Math.min(best, Number(process.hrtime.bigint() - started) / 1e6);
+  }
+  return best;
 };
 
-describe('1 MiB adversarial input scans in bounded time', () => {
+/** How much longer the scan of `make(4n)` takes than that of `make(n)`. */
+const growth = (make: (length: number) => string, n: number): number => millisToScan(flat(make(4 * n))) / millisToScan(flat(make(n)));
+
+describe('adversarial input scans in linear time', () => {
   // Compile and warm every pattern first, so the first case does not pay for it.
   beforeAll(() => millisToScan('rm -rf / DROP TABLE x; send me your password --context prod deploy'));
 
-  it.each([
-    ['a'.repeat(MiB)],
-    ['-'.repeat(MiB)],
-    [noise(MiB, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-')],
-  ])('%# plain runs and base64 noise: under 200 ms', (text) => {
-    expect(millisToScan(flat(text))).toBeLessThan(200);
+  it.each<[string, (length: number) => string]>([
+    ['a run of one letter', (n) => 'a'.repeat(n)],
+    ['a run of dashes', (n) => '-'.repeat(n)],
+    ['base64 noise', (n) => noise(n, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_-')],
+  ])('%s: 4× the input takes under 10× the time', (_name, make) => {
+    expect(growth(make, 128 * KiB)).toBeLessThan(MAX_GROWTH);
   });
 
   // Prefix-dense inputs: every position could start a match, so these catch a regex that
@@ -61,8 +73,8 @@ describe('1 MiB adversarial input scans in bounded time', () => {
     ['kubectl '],
     ['-----BEGIN PRIVATE KEY-----'],
     ['chmod -R -R '],
-  ])('%j repeated: under 1 s', (unit) => {
-    expect(millisToScan(flat(fill(unit)))).toBeLessThan(1000);
+  ])('%j repeated: 4× the input takes under 10× the time', (unit) => {
+    expect(growth((n) => fill(unit, n), 128 * KiB)).toBeLessThan(MAX_GROWTH);
   });
 });
 
@@ -71,14 +83,19 @@ describe('typical envelopes', () => {
     'The quarterly numbers look good; the team shipped the new onboarding flow and the product page. ' +
     'Please review the draft and send me your comments by Friday. ';
 
-  it.each([[1024], [16 * 1024]])('%d characters of prose scan in well under 1 ms on average', (size) => {
-    const input = { subject: 'weekly update', parts: [{ type: 'text', text: flat(fill(prose).slice(0, size)) }] };
-    for (let i = 0; i < 20; i += 1) scanContent(input, options);
-    const runs = 200;
-    const started = process.hrtime.bigint();
-    for (let i = 0; i < runs; i += 1) scanContent(input, options);
-    const micros = Number(process.hrtime.bigint() - started) / 1e3 / runs;
-    // Loose on purpose (shared CI machines); measured figures are in the closing note.
-    expect(micros).toBeLessThan(size <= 1024 ? 500 : 2000);
+  it('prose scans in linear time: 16 KiB takes under 2.5× per character what 1 KiB does', () => {
+    const perChar = (size: number) => {
+      const input = { subject: 'weekly update', parts: [{ type: 'text', text: flat(fill(prose, size)) }] };
+      for (let i = 0; i < 20; i += 1) scanContent(input, options);
+      let best = Infinity;
+      for (let round = 0; round < 5; round += 1) {
+        const started = process.hrtime.bigint();
+        for (let i = 0; i < 40; i += 1) scanContent(input, options);
+        best = Math.min(best, Number(process.hrtime.bigint() - started));
+      }
+      return best / size;
+    };
+    // Per-character cost falls with size (fixed costs spread out); superlinear scanning raises it.
+    expect(perChar(16 * KiB) / perChar(KiB)).toBeLessThan(2.5);
   });
 });
