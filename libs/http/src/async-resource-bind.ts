@@ -1,13 +1,13 @@
 import { AsyncResource } from 'node:async_hooks';
 
 /**
- * `AsyncResource#bind` as Node ≥ 24 has it: the bound function without the deprecated
- * `asyncResource` property (DEP0172, End-of-Life there).
+ * `AsyncResource#bind` without the deprecated `asyncResource` property on the bound function
+ * (DEP0172, which newer Node moves to End-of-Life: nodejs/node#58618).
  *
  * Node 20 still attaches that property, through two `util.deprecate` wrappers built on every call
- * (nodejs/node#58218, "`deprecate` shows increased use of CPU"; not backported to 20). Fastify
- * binds one callback per request that carries a body, so every `POST /messages` paid for it: under
- * the accept benchmark the operator spent about a fifth of its CPU there. Nothing in Roost or its
+ * (nodejs/node#58218, "`deprecate` shows increased use of CPU"; the fix is not in Node 20). Fastify
+ * binds one callback per request that carries a body, so every `POST /messages` paid for it: about
+ * a tenth of the operator's CPU per envelope under the accept benchmark. Nothing in Roost or its
  * dependencies reads the deprecated property.
  */
 function bind(this: AsyncResource, fn: (...args: unknown[]) => unknown, thisArg?: unknown) {
@@ -30,7 +30,7 @@ export function asyncResourceBindIsDeprecatedKind(): boolean {
   return Object.getOwnPropertyDescriptor(new AsyncResource('roost-probe').bind(() => undefined), 'asyncResource') !== undefined;
 }
 
-/** Install `bind` above on a Node that needs it (idempotent; a no-op on Node ≥ 24). */
+/** Install `bind` above where this Node's bind still attaches the property (idempotent). */
 export function useCurrentAsyncResourceBind(): void {
   if (asyncResourceBindIsDeprecatedKind()) (AsyncResource.prototype as { bind: unknown }).bind = bind;
 }
