@@ -53,7 +53,6 @@ export async function acceptScenario(extraEnv: Record<string, string> = {}, labe
     const send = async (w: number) => (await connections[w].request('POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202;
     await loadLoop(SENDERS, 2000, send); // warm-up: connections, JIT, plans
     const roost = summary(await loadLoop(SENDERS, seconds * 1000, send));
-    connections.forEach((connection) => connection.close());
     await Promise.all(nodes.map((n) => n.stop()));
     const raw = await ceiling(database.url, seconds * 1000);
     return {

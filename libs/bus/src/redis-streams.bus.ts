@@ -47,6 +47,8 @@ export class RedisFrameBus extends FrameBus {
   private running = false;
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  /** The pipeline collecting this tick's publishes, flushed on the next tick. */
+  private pendingPublish: PublishBatch | undefined;
 
   constructor(private readonly options: RedisBusOptions) {
     super();
@@ -112,7 +114,6 @@ export class RedisFrameBus extends FrameBus {
     return new Promise((resolve, reject) => batch.waiters.push({ first, end: batch.commands, resolve, reject }));
   }
 
-  private pendingPublish: PublishBatch | undefined;
 
   private startPublishBatch(): PublishBatch {
     const batch: PublishBatch = { pipeline: this.commands.pipeline(), commands: 0, waiters: [] };

@@ -306,7 +306,6 @@ export class AcceptBatcher {
     return committed.outcomes;
   }
 
-
   /**
    * The common case (no file to claim, no id taken): lock, then one statement writes envelopes,
    * entries and mailbox states. An id that turns out to be taken rolls it back (`IdTaken`).
