@@ -91,6 +91,9 @@ app.kubernetes.io/component: {{ .role }}
 {{- if and .Values.adminToken.value .Values.adminToken.existingSecret }}
 {{- fail "roost: set adminToken.value or adminToken.existingSecret, not both" }}
 {{- end }}
+{{- if and .Values.caBundle.configMap .Values.caBundle.secret }}
+{{- fail "roost: set caBundle.configMap or caBundle.secret, not both" }}
+{{- end }}
 {{- end }}
 
 {{/* True (non-empty) when the chart's own Secret holds the admin token. */}}
@@ -139,4 +142,62 @@ namespace="{{ .Release.Namespace }}",job=~"{{ include "roost.fullname" . }}-(api
 {{/* Pod-level security context shared by every Roost pod. */}}
 {{- define "roost.podSecurityContext" -}}
 {{- toYaml .Values.podSecurityContext }}
+{{- end }}
+
+{{/* The CA bundle (caBundle) mounted into every Roost pod: its file path, or empty when unset. */}}
+{{- define "roost.caBundlePath" -}}
+{{- if or .Values.caBundle.configMap .Values.caBundle.secret -}}
+/etc/roost/ca/{{ .Values.caBundle.key }}
+{{- end -}}
+{{- end }}
+
+{{/* Env of the CA bundle: Node adds NODE_EXTRA_CA_CERTS to its roots, which pg and ioredis use. */}}
+{{- define "roost.caBundleEnv" -}}
+{{- with include "roost.caBundlePath" . }}
+- name: NODE_EXTRA_CA_CERTS
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "roost.caBundleVolumeMount" -}}
+{{- if include "roost.caBundlePath" . }}
+- name: ca-bundle
+  mountPath: /etc/roost/ca
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "roost.caBundleVolume" -}}
+{{- if include "roost.caBundlePath" . }}
+- name: ca-bundle
+  {{- if .Values.caBundle.configMap }}
+  configMap:
+    name: {{ .Values.caBundle.configMap }}
+    items:
+      - key: {{ .Values.caBundle.key }}
+        path: {{ .Values.caBundle.key }}
+  {{- else }}
+  secret:
+    secretName: {{ .Values.caBundle.secret }}
+    items:
+      - key: {{ .Values.caBundle.key }}
+        path: {{ .Values.caBundle.key }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Soft spreading of one role's pods over topologySpread.topologyKeys, when the role sets no
+constraints of its own. Call with (dict "root" $ "role" "api").
+*/}}
+{{- define "roost.defaultTopologySpread" -}}
+{{- $root := .root -}}
+{{- range $key := $root.Values.topologySpread.topologyKeys }}
+- maxSkew: {{ $root.Values.topologySpread.maxSkew }}
+  topologyKey: {{ $key }}
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "roost.roleSelectorLabels" (dict "root" $root "role" $.role) | nindent 6 }}
+{{- end }}
 {{- end }}

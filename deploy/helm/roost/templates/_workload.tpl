@@ -72,6 +72,11 @@ spec:
       terminationGracePeriodSeconds: {{ $values.terminationGracePeriodSeconds }}
       securityContext:
         {{- toYaml $root.Values.podSecurityContext | nindent 8 }}
+      {{- $init := concat $root.Values.initContainers $values.initContainers }}
+      {{- with $init }}
+      initContainers:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
       containers:
         - name: roost
           image: {{ include "roost.image" $root }}
@@ -81,16 +86,20 @@ spec:
             - name: http
               containerPort: 8025
               protocol: TCP
+            - name: metrics
+              containerPort: {{ $root.Values.metrics.port }}
+              protocol: TCP
           envFrom:
             - configMapRef:
                 name: {{ include "roost.fullname" $root }}
-            {{- with $root.Values.extraEnvFrom }}
+            {{- with (concat $root.Values.extraEnvFrom $values.extraEnvFrom) }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
           env:
             - name: ROOST_ROLE
               value: {{ $role | quote }}
             {{- include "roost.credentialEnv" $root | nindent 12 }}
+            {{- include "roost.caBundleEnv" $root | nindent 12 }}
             {{- with $root.Values.env }}
             {{- include "roost.envMap" . | trim | nindent 12 }}
             {{- end }}
@@ -127,6 +136,10 @@ spec:
               mountPath: /tmp
             - name: data
               mountPath: /data
+            {{- include "roost.caBundleVolumeMount" $root | nindent 12 }}
+            {{- with (concat $root.Values.extraVolumeMounts $values.extraVolumeMounts) }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
       volumes:
         - name: tmp
           emptyDir:
@@ -134,6 +147,10 @@ spec:
         - name: data
           emptyDir:
             sizeLimit: {{ $root.Values.dataVolume.sizeLimit }}
+        {{- include "roost.caBundleVolume" $root | nindent 8 }}
+        {{- with (concat $root.Values.extraVolumes $values.extraVolumes) }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       {{- with $values.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
@@ -146,9 +163,12 @@ spec:
       affinity:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with $values.topologySpreadConstraints }}
+      {{- if $values.topologySpreadConstraints }}
       topologySpreadConstraints:
-        {{- toYaml . | nindent 8 }}
+        {{- toYaml $values.topologySpreadConstraints | nindent 8 }}
+      {{- else if $root.Values.topologySpread.enabled }}
+      topologySpreadConstraints:
+        {{- include "roost.defaultTopologySpread" . | trim | nindent 8 }}
       {{- end }}
 ---
 apiVersion: v1
@@ -170,6 +190,10 @@ spec:
     - name: http
       port: {{ $values.service.port }}
       targetPort: http
+      protocol: TCP
+    - name: metrics
+      port: {{ $root.Values.metrics.port }}
+      targetPort: metrics
       protocol: TCP
 {{- if $values.pdb.enabled }}
 ---
