@@ -2,6 +2,8 @@ import { basename, join } from 'node:path';
 import { CHART, defaultValues, exampleFiles, loadYaml, overlay, read, valuesValidator, type Values } from './support';
 
 // Helm validates values.schema.json against the merged values (values.yaml, then each -f file).
+// (chart-render.test.ts checks the same with the real Helm; this is the fast, tool-free check.)
+const REQUIRED = { postgres: { url: 'postgres://db/roost' }, redis: { url: 'redis://cache:6379' } };
 describe('values.schema.json', () => {
   const validate = valuesValidator();
 
@@ -10,8 +12,15 @@ describe('values.schema.json', () => {
     expect(schema.$schema).toBe('http://json-schema.org/draft-07/schema#');
   });
 
-  it('accepts values.yaml', () => {
-    expect(validate(defaultValues())).toEqual([]);
+  it('rejects values.yaml alone: Postgres and Redis have no default (url or existingSecret)', () => {
+    const errors = validate(defaultValues()).join('\n');
+    expect(errors).toMatch(/\/postgres\/url must NOT have fewer than 1 characters/);
+    expect(errors).toMatch(/\/redis\/existingSecret must NOT have fewer than 1 characters/);
+  });
+
+  it('accepts values.yaml with a Postgres and a Redis URL, or existing Secrets', () => {
+    expect(validate(overlay(defaultValues(), { postgres: { url: 'postgres://db/roost' }, redis: { url: 'rediss://cache:6380' } }))).toEqual([]);
+    expect(validate(overlay(defaultValues(), { postgres: { existingSecret: 'pg' }, redis: { existingSecret: 'cache' } }))).toEqual([]);
   });
 
   it.each(exampleFiles().map((file) => [basename(file), file]))('accepts values.yaml + examples/%s', (_name, file) => {
@@ -33,15 +42,20 @@ describe('values.schema.json', () => {
     ['a CPU target over 100%', { gateway: { autoscaling: { targetCPUUtilizationPercentage: 150 } } }, /targetCPUUtilizationPercentage must be <= 100/],
     ['an env var name with a dash', { env: { 'BAD-NAME': '1' } }, /\/env/],
     ['an alert ratio above 1', { metrics: { prometheusRule: { acceptErrorRatio: 5 } } }, /acceptErrorRatio must be <= 1/],
+    ['a NetworkPolicy peer that is not one', { networkPolicy: { ingressFrom: [{ namespace: 'ingress' }] } }, /\/networkPolicy\/ingressFrom\/0 must NOT have additional properties/],
+    ['an extra volume mount without a path', { extraVolumeMounts: [{ name: 'x' }] }, /\/extraVolumeMounts\/0 must have required property 'mountPath'/],
+    ['an init container without an image', { api: { initContainers: [{ name: 'x' }] } }, /\/api\/initContainers\/0 must have required property 'image'/],
+    ['the metrics port as text', { metrics: { port: 'metrics' } }, /\/metrics\/port must be integer/],
+    ['a CA bundle key with a slash', { caBundle: { configMap: 'ca', key: 'a/b' } }, /\/caBundle\/key must match pattern/],
   ];
 
   it.each(broken)('rejects %s', (_what, patch, message) => {
-    const errors = validate(overlay(defaultValues(), patch));
+    const errors = validate(overlay(overlay(defaultValues(), REQUIRED), patch));
     expect(errors.join('\n')).toMatch(message);
   });
 
   it('rejects a role without its required blocks', () => {
-    const values = defaultValues();
+    const values = overlay(defaultValues(), REQUIRED);
     delete (values.api as Values).autoscaling;
     expect(validate(values).join('\n')).toMatch(/\/api must have required property 'autoscaling'/);
   });
