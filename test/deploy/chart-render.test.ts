@@ -108,8 +108,26 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
       all.push(...r.objects);
       labels.push(...r.objects.map(() => name));
     }
-    strictErrors = strictFieldErrors(all, labels);
+    // a canary: a field the API does not have and a wrong type must be reported
+    const canary = structuredClone(all.find((o) => o.kind === 'Deployment')!);
+    canary.spec.template.spec.containers[0].readinessProbes = canary.spec.template.spec.containers[0].readinessProbe;
+    canary.spec.template.spec.topologySpreadConstraints[0].maxSkew = '1';
+    strictErrors = strictFieldErrors([...all, canary], [...labels, 'canary']);
   }, 120_000);
+
+  it('validates against the Kubernetes 1.33 API: kubernetes-models 4.5 (its v1.33.0 OpenAPI schema)', () => {
+    const models = JSON.parse(readFileSync(join(ROOT, 'node_modules', 'kubernetes-models', 'package.json'), 'utf8')) as { version: string };
+    expect(models.version).toMatch(/^4\.5\./);
+    expect(KUBE_VERSION).toBe('1.33.0');
+  });
+
+  it('the strict field check reports an unknown field and a wrong type (the check is real)', () => {
+    const canary = strictErrors.filter((e) => e.startsWith('canary:'));
+    expect(canary).toEqual([
+      expect.stringMatching(/'"readinessProbes"' does not exist in type 'IContainer'/),
+      expect.stringMatching(/Type 'string' is not assignable to type 'number'/),
+    ]);
+  });
 
   it.each(VARIANTS)('helm lint --strict passes with %s', (_name, inputs) => {
     const args = ['lint', '--strict', CHART, '--kube-version', KUBE_VERSION];
