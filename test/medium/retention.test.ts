@@ -154,11 +154,11 @@ describe('retention (EXTENSIONS.md §6)', () => {
     expect(await fetchStatus(erin.token, erin3.id)).toBe(404);
 
     // A second purge finds nothing more.
-    expect(await processor.purge()).toEqual({ entries: 0, envelopes: 0 });
+    expect(await processor.purge()).toEqual({ entries: 0, envelopes: 0, handles: 0 });
 
     // Removing the override falls back to the org: carol's 10-day-old entry now goes.
     await agentRetention(carol.handle, null);
-    expect(await processor.purge()).toEqual({ entries: 1, envelopes: 1 });
+    expect(await processor.purge()).toEqual({ entries: 1, envelopes: 1, handles: 0 });
     expect(await inbox(carol.token)).toEqual([]);
   });
 
