@@ -48,15 +48,15 @@ export async function deleteAgents(trx: Kysely<DB>, agentIds: readonly number[],
   return gone;
 }
 
+/** foreign_key_violation, and restrict_violation (what newer Postgres raises for RESTRICT). */
+const FOREIGN_KEY_REFUSALS = new Set(['23503', '23001']);
+
 /**
  * Remove the tombstones of `agentIds` that no stored envelope names as sender, which frees their
  * handles; returns how many. One statement per agent, outside the deleting transaction: a send
  * that committed from the agent meanwhile makes the foreign key refuse (23503) for that agent
  * alone, and its tombstone stays until retention purges that envelope too.
  */
-/** foreign_key_violation, and restrict_violation (what newer Postgres raises for RESTRICT). */
-const FOREIGN_KEY_REFUSALS = new Set(['23503', '23001']);
-
 export async function releaseHandles(db: Kysely<DB>, agentIds: readonly number[]): Promise<number> {
   let released = 0;
   for (const id of agentIds) {
