@@ -109,6 +109,8 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     const selfOnly = await send(x, x.handle, { subject: 'note to self' });
     // A receipt y left before the deletion, and a socket x holds.
     expect((await op.client.post(`/messages/${fromX[0]}/receipts`, { status: 'accepted' }, y.token)).status).toBe(201);
+    // And one x left on z's envelope: a receipt is an envelope x delivered to z, so it stays too.
+    expect((await op.client.post(`/messages/${toBoth}/receipts`, { status: 'deferred' }, x.token)).status).toBe(201);
     const socket = await connect(op.url, { token: x.token });
 
     const before = await inbox(y);
@@ -151,6 +153,9 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     expect(after.some((h) => h.id === toBoth)).toBe(true);
     const zStatus = await op.client.get(`/messages/${toBoth}/status`, z.token);
     expect(zStatus.body.recipients.map((r: any) => r.handle)).toEqual([y.handle]);
+    const zReceipts = await op.client.get(`/messages/${toBoth}/receipts`, z.token);
+    expect(zReceipts.body.receipts).toEqual([expect.objectContaining({ from: x.handle, status: 'deferred' })]);
+    expect((await inbox(z)).filter((h) => h.from === x.handle)).toHaveLength(1);
     // What only x held is gone with it; x's own mailbox holds nothing.
     expect(await rows(sql`select id from envelopes where id = ${selfOnly}`)).toEqual([]);
     expect(await rows(sql`select 1 from mailbox_entries m join agents a on a.id = m.mailbox_id where a.handle = ${x.handle}`)).toEqual([]);
@@ -252,19 +257,25 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     await createOrg('deli');
     const s = await agent('@delh.s');
     const t = await agent('@deli.t');
+    // Four senders in a loop until refused; the deletion starts once ten sends were accepted, so
+    // sends are in flight on every side of it.
     const sent: Array<{ id: string; status: number }> = [];
-    const sending = Array.from({ length: 40 }, async (_, i) => {
-      const body = envelope(i % 4 === 0 ? [t.handle, s.handle] : t.handle);
-      const reply = await op.client.post('/messages', body, s.token);
-      sent.push({ id: body.id as string, status: reply.status });
-    });
-    const deleting = (async () => {
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      return op.client.delete(path(s.handle), op.adminToken);
-    })();
+    let startDeletion: () => void = () => undefined;
+    const tenAccepted = new Promise<void>((resolve) => (startDeletion = resolve));
+    const sender = async (worker: number) => {
+      for (let i = 0; ; i++) {
+        const body = envelope((worker + i) % 4 === 0 ? [t.handle, s.handle] : t.handle);
+        const reply = await op.client.post('/messages', body, s.token);
+        sent.push({ id: body.id as string, status: reply.status });
+        if (sent.filter((r) => r.status === 202).length >= 10) startDeletion();
+        if (reply.status !== 202 || i > 500) return;
+      }
+    };
+    const sending = [0, 1, 2, 3].map(sender);
+    const deleting = tenAccepted.then(() => op.client.delete(path(s.handle), op.adminToken));
     await Promise.all(sending);
     expect((await deleting).status).toBe(204);
-
+    expect(sent.filter((r) => r.status !== 202)).toHaveLength(4);
     expect(sent.filter((r) => ![202, 401, 404].includes(r.status))).toEqual([]);
     const accepted = sent.filter((r) => r.status === 202).map((r) => r.id).sort();
     expect((await inbox(t)).map((h) => h.id).sort()).toEqual(accepted);
