@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import { DATABASE, type Database } from '#db';
 import { ulid } from '#domain';
 import { RetentionProcessor } from '../../../apps/worker/src/retention.processor';
+import { SchedulesProcessor } from '../../../apps/worker/src/schedules.processor';
 import type { Reply } from '../../support/client';
 import { envelope, startOperator, type TestOperator } from '../../support/operator';
 import { connect } from '../../support/ws';
@@ -193,6 +194,18 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     // r can still fetch the file of an envelope it received; the pending upload is gone.
     expect((await fetch(`${op.url}/files/${attached}`, { headers: { authorization: `Bearer ${r.token}` } })).status).toBe(200);
     expect(await rows(sql`select id from files where id = ${pending}`)).toEqual([]);
+
+    // A schedule that slipped in beside the deletion (created by a request authenticated just before
+    // it) is failed at its first due tick instead of coming due forever.
+    const [tomb] = await rows<{ id: number }>(sql`select id from agents where handle = ${x.handle} and deleted_at is not null`);
+    await sql`insert into schedules (id, owner_id, status, envelope, next_run_at, created_at, updated_at)
+              values ('sch_race', ${tomb.id}, 'active', ${JSON.stringify({ to: [r.handle], content_parts: [{ type: 'text', text: 'x' }] })},
+                      ${Date.now() - 1}, ${Date.now()}, ${Date.now()})`.execute(database.db);
+    await op.app.get(SchedulesProcessor).tick();
+    expect(await rows(sql`select status, last_error from schedules where id = 'sch_race'`)).toEqual([
+      { status: 'failed', last_error: 'NOT_FOUND: the owner was deleted' },
+    ]);
+    await sql`delete from schedules where id = 'sch_race'`.execute(database.db);
 
     const recreate = async (token = op.adminToken) => op.client.post('/_admin/agents', { handle: x.handle }, token);
     expectError(await recreate(), 409, 'AGENT_EXISTS', 'operator re-create');
