@@ -127,7 +127,7 @@ describe('retention (EXTENSIONS.md §6)', () => {
     // Bob: 2 old + shared; carol: the 40-day one; erin: the 3-day one. Bodies: bob's two and
     // carol's (alice keeps 7 days too); not `shared`, which dave still holds, nor erin's, whose
     // sender dave keeps everything.
-    expect(purged).toEqual({ entries: 5, envelopes: 3 });
+    expect(purged).toEqual({ entries: 5, envelopes: 3, handles: 0 });
     expect(await metric('roost_retention_purged_rows_total', '{table="mailbox_entries"}')).toBe(entriesBefore + 5);
     expect(await metric('roost_retention_purged_rows_total', '{table="envelopes"}')).toBe(envelopesBefore + 3);
 
@@ -154,11 +154,11 @@ describe('retention (EXTENSIONS.md §6)', () => {
     expect(await fetchStatus(erin.token, erin3.id)).toBe(404);
 
     // A second purge finds nothing more.
-    expect(await processor.purge()).toEqual({ entries: 0, envelopes: 0 });
+    expect(await processor.purge()).toEqual({ entries: 0, envelopes: 0, handles: 0 });
 
     // Removing the override falls back to the org: carol's 10-day-old entry now goes.
     await agentRetention(carol.handle, null);
-    expect(await processor.purge()).toEqual({ entries: 1, envelopes: 1 });
+    expect(await processor.purge()).toEqual({ entries: 1, envelopes: 1, handles: 0 });
     expect(await inbox(carol.token)).toEqual([]);
   });
 
@@ -257,7 +257,7 @@ describe('retention (EXTENSIONS.md §6)', () => {
     const bobs = calls.filter((c) => Number(c.mailbox) === bobId);
     expect(bobs.every((c) => c.limit === BATCH && c.purged <= BATCH)).toBe(true);
     expect(bobs.map((c) => c.purged)).toEqual([7, 7, 7, 7, 7, 7, 7, 1]);
-    expect(result).toEqual({ entries: 50, envelopes: 40 });
+    expect(result).toEqual({ entries: 50, envelopes: 40, handles: 0 });
     expect(await metric('roost_retention_purged_rows_total', '{table="mailbox_entries"}')).toBe(before + 50);
 
     expect(await inbox(bob.token)).toEqual(fresh.map((e) => e.id));
@@ -266,5 +266,31 @@ describe('retention (EXTENSIONS.md §6)', () => {
     for (const e of old.slice(0, 5)) expect(await fetchStatus(bob.token, e.id)).toBe(404);
     expect(await inbox(keeper.token)).toEqual(held);
     expect(await fetchStatus(keeper.token, held[1])).toBe(200);
+  });
+
+  it(`purges what a deleted sender delivered on the recipients' schedule, in batches of ${BATCH}, and frees its handle with the last envelope (EXTENSIONS.md §5)`, async () => {
+    await org('rt4', 1);
+    const [gone, reader] = await Promise.all([agent('@rtgone.sender'), agent('@rt4.reader')]);
+    const old = [];
+    for (let i = 0; i < 20; i++) old.push(await send(gone, [reader.handle], `from the departed ${i}`));
+    const young = [await send(gone, [reader.handle], 'young 0'), await send(gone, [reader.handle], 'young 1')];
+    await age(old.map((e) => e.id), 2);
+    expect((await op.client.delete(`/_admin/agents/${encodeURIComponent(gone.handle)}`, op.adminToken)).status).toBe(204);
+    const handlesBefore = await metric('roost_retention_purged_rows_total', '{table="agents"}');
+
+    // The reader's old entries go on its org's schedule; the deleted sender's envelopes no mailbox
+    // holds any more go with them (the walk over its 22 envelopes takes several batches); the two
+    // young ones keep the handle taken.
+    expect(await processor.purge()).toEqual({ entries: 20, envelopes: 20, handles: 0 });
+    expect(await inbox(reader.token)).toEqual(young.map((e) => e.id));
+    for (const e of young) expect((await op.client.get(`/messages/${e.id}`, reader.token)).body.from).toBe(gone.handle);
+    const { rows: left } = await db.query('SELECT id FROM envelopes WHERE id = ANY($1) ORDER BY id', [[...old, ...young].map((e) => e.id)]);
+    expect(left.map((r) => r.id)).toEqual(young.map((e) => e.id).sort());
+    expect((await op.client.post('/_admin/agents', { handle: gone.handle }, op.adminToken)).status).toBe(409);
+
+    await age(young.map((e) => e.id), 2);
+    expect(await processor.purge()).toEqual({ entries: 2, envelopes: 2, handles: 1 });
+    expect(await metric('roost_retention_purged_rows_total', '{table="agents"}')).toBe(handlesBefore + 1);
+    expect((await op.client.post('/_admin/agents', { handle: gone.handle }, op.adminToken)).status).toBe(201);
   });
 });

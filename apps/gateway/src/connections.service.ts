@@ -307,7 +307,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
       }
       if (rows.length < PAGE) break;
     }
-    // Sequence numbers with no entry left (sender deleted, retention) are skipped for good.
+    // Sequence numbers with no entry left (retention) are skipped for good.
     connection.lastSeq = Math.max(connection.lastSeq, through);
   }
 

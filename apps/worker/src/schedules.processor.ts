@@ -47,7 +47,11 @@ export class SchedulesProcessor {
     const envelopeId = runEnvelopeId(schedule.id, run, scheduledAt);
     try {
       const owner = await this.agents.findById(schedule.owner_id);
-      if (!owner) return; // the owner was deleted: its schedules go with it
+      if (!owner) {
+        // Deleted (its schedules go with it); one created in the same instant would otherwise come due forever.
+        await this.schedules.recordFailure(schedule.id, run, 'NOT_FOUND: the owner was deleted', this.clock.now());
+        return;
+      }
       const template = JSON.parse(schedule.envelope) as Record<string, unknown>;
       const result = await this.accept.accept(
         owner,

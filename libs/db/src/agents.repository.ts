@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { CompiledQuery, sql, type Kysely } from 'kysely';
 import type { Agent } from '#domain';
+import { deleteAgents, releaseHandles } from './agent-deletion';
 import type { Database } from './database';
 import type { DB } from './schema';
 import { InjectDatabase } from './tokens';
@@ -43,7 +44,11 @@ export interface BlockRow {
   created_at: number;
 }
 
-/** Agents, their allowlists and blocks, and the mailbox row each agent owns. */
+/**
+ * Agents, their allowlists and blocks, and the mailbox row each agent owns. A deleted agent's row
+ * stays as a tombstone (`deleted_at`) while envelopes it sent are stored: every method here but
+ * `create` (whose conflict keeps the handle taken) treats it as absent.
+ */
 @Injectable()
 export class AgentsRepository {
   private readonly db: Kysely<DB>;
@@ -73,7 +78,7 @@ export class AgentsRepository {
              array(select b.blocked_handle from blocks b
                    where b.agent_id = a.id and b.blocked_handle in (select handle from senders))
       from agents a
-      where a.handle = any($2::text[])`;
+      where a.handle = any($2::text[]) and a.deleted_at is null`;
     const rows = await this.database.prepared<Agent & { token_hash: string | null; blocked_senders: string[] | null }>(
       'roost_senders_and_recipients',
       CompiledQuery.raw(this.sendersAndRecipientsSql, [[...tokenHashes], [...handles]]),
@@ -88,11 +93,16 @@ export class AgentsRepository {
   }
 
   findById(id: number): Promise<Agent | undefined> {
-    return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('id', '=', id).executeTakeFirst();
+    return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
   }
 
   findByHandle(handle: string): Promise<Agent | undefined> {
-    return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('handle', '=', handle).executeTakeFirst();
+    return this.db
+      .selectFrom('agents')
+      .select(AGENT_COLUMNS)
+      .where('handle', '=', handle)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
   }
 
   /** Recipients by handle, each with whether it blocked `senderHandle` (one query per accept). */
@@ -121,12 +131,13 @@ export class AgentsRepository {
           .as('blocks_sender'),
       )
       .where('handle', '=', sql<string>`any(${[...handles]}::text[])`)
+      .where('deleted_at', 'is', null)
       .compile();
   }
 
   /** All agents, or those of one owner (an organization), sorted by handle in byte order. */
   list(owner?: string): Promise<Agent[]> {
-    let query = this.db.selectFrom('agents').select(AGENT_COLUMNS);
+    let query = this.db.selectFrom('agents').select(AGENT_COLUMNS).where('deleted_at', 'is', null);
     if (owner !== undefined) query = query.where('owner', '=', owner);
     return query.orderBy('handle').execute();
   }
@@ -136,14 +147,16 @@ export class AgentsRepository {
       .selectFrom('agents')
       .select((eb) => eb.fn.countAll<number>().as('count'))
       .where('owner', '=', owner)
+      .where('deleted_at', 'is', null)
       .executeTakeFirstOrThrow()
       .then((row) => Number(row.count));
   }
 
   /**
    * Insert the agent and its mailbox: `'quota'` when the owner's organization already holds
-   * `max_agents` agents, `'exists'` when the handle is taken. The organization row is locked so
-   * that concurrent creates cannot overrun the quota.
+   * `max_agents` agents, `'exists'` when the handle is taken (also by a deleted agent whose sent
+   * envelopes are still stored). The organization row is locked so that concurrent creates cannot
+   * overrun the quota.
    */
   create(agent: NewAgent): Promise<Agent | 'exists' | 'quota'> {
     return this.db.transaction().execute(async (trx) => {
@@ -153,6 +166,7 @@ export class AgentsRepository {
           .selectFrom('agents')
           .select((eb) => eb.fn.countAll<number>().as('count'))
           .where('owner', '=', agent.owner)
+          .where('deleted_at', 'is', null)
           .executeTakeFirstOrThrow();
         if (Number(count) >= org.max_agents) return 'quota';
       }
@@ -173,6 +187,7 @@ export class AgentsRepository {
       .updateTable('agents')
       .set({ ...patch, updated_at: now })
       .where('id', '=', id)
+      .where('deleted_at', 'is', null)
       .returning(AGENT_COLUMNS)
       .executeTakeFirst();
   }
@@ -182,13 +197,19 @@ export class AgentsRepository {
       .updateTable('agents')
       .set({ token_hash: tokenHash, updated_at: now })
       .where('id', '=', id)
+      .where('deleted_at', 'is', null)
       .returning(AGENT_COLUMNS)
       .executeTakeFirst();
   }
 
-  async delete(id: number): Promise<boolean> {
-    const result = await this.db.deleteFrom('agents').where('id', '=', id).executeTakeFirst();
-    return result.numDeletedRows > 0n;
+  /**
+   * Delete the agent, keeping the envelopes it delivered (EXTENSIONS.md §5, `deleteAgents`); false
+   * when it was already gone. Its handle is freed at once when none of its envelopes is stored.
+   */
+  async delete(id: number, now: number): Promise<boolean> {
+    const deleted = await this.db.transaction().execute((trx) => deleteAgents(trx, [id], now));
+    await releaseHandles(this.db, deleted);
+    return deleted.length > 0;
   }
 
   /** Union `entries` into the allowlist, kept de-duplicated and sorted in byte order. */
@@ -200,6 +221,7 @@ export class AgentsRepository {
         updated_at: now,
       })
       .where('id', '=', id)
+      .where('deleted_at', 'is', null)
       .returning(AGENT_COLUMNS)
       .executeTakeFirst();
   }
@@ -210,6 +232,7 @@ export class AgentsRepository {
       .updateTable('agents')
       .set({ allowlist: sql<string[]>`array_remove(allowlist, ${entry}::text)`, updated_at: now })
       .where('id', '=', id)
+      .where('deleted_at', 'is', null)
       .where(sql<boolean>`${entry}::text = any(allowlist)`)
       .returning(AGENT_COLUMNS)
       .executeTakeFirst();
@@ -263,6 +286,7 @@ export class AgentsRepository {
     let query = this.db
       .selectFrom('agents')
       .select(AGENT_COLUMNS)
+      .where('deleted_at', 'is', null)
       .where((eb) => eb.or([eb('handle', 'ilike', pattern), eb('display_name', 'ilike', pattern)]))
       .where((eb) =>
         eb.or([
@@ -284,7 +308,8 @@ export class AgentsRepository {
       .selectFrom('agents')
       .select(['id', 'token_hash'])
       .where('id', '=', sql<number>`any(${[...agentIds]}::bigint[])`)
+      .where('deleted_at', 'is', null)
       .execute();
-    return new Map(rows.map((row) => [row.id, row.token_hash]));
+    return new Map(rows.flatMap((row) => (row.token_hash === null ? [] : [[row.id, row.token_hash] as const])));
   }
 }

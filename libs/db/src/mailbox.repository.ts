@@ -149,7 +149,7 @@ export class MailboxRepository {
     return result.rows;
   }
 
-  /** The last allocated `seq` of each mailbox (absent ids: agent deleted). */
+  /** The last allocated `seq` of each mailbox (absent ids: agent deleted, its mailbox gone). */
   async lastSeqs(mailboxIds: readonly number[]): Promise<Map<number, number>> {
     if (mailboxIds.length === 0) return new Map();
     const rows = await this.db

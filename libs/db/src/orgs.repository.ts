@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import type { Kysely } from 'kysely';
+import { deleteAgents, releaseHandles } from './agent-deletion';
 import type { Database } from './database';
 import type { Selectable } from 'kysely';
 import type { DB, OrgsTable } from './schema';
@@ -58,13 +59,19 @@ export class OrgsRepository {
       .executeTakeFirst();
   }
 
-  /** Delete the organization and every agent `@<name>.*` (their mailboxes and envelopes go with them). */
-  delete(name: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      const result = await trx.deleteFrom('orgs').where('name', '=', name).executeTakeFirst();
-      if (result.numDeletedRows === 0n) return false;
-      await trx.deleteFrom('agents').where('owner', '=', name).execute();
-      return true;
+  /**
+   * Delete the organization and every agent `@<name>.*` (`deleteAgents`: envelopes they delivered,
+   * to other organizations too, stay with their recipients). Returns the deleted agents' ids, or
+   * undefined when there was no such organization.
+   */
+  async delete(name: string, now: number): Promise<number[] | undefined> {
+    const deleted = await this.db.transaction().execute(async (trx) => {
+      const org = await trx.deleteFrom('orgs').where('name', '=', name).returning('name').executeTakeFirst();
+      if (!org) return undefined;
+      const members = await trx.selectFrom('agents').select('id').where('owner', '=', name).where('deleted_at', 'is', null).execute();
+      return deleteAgents(trx, members.map((member) => member.id), now);
     });
+    if (deleted) await releaseHandles(this.db, deleted);
+    return deleted;
   }
 }

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { sql, type Kysely } from 'kysely';
 import type { Cursor } from '#domain';
+import { releaseHandles } from './agent-deletion';
 import type { Database } from './database';
 import type { DB } from './schema';
 import { InjectDatabase } from './tokens';
@@ -29,7 +30,7 @@ export class RetentionRepository {
     const result = await sql<RetentionPolicy>`
       select a.id as agent_id, coalesce(a.retention_days, o.retention_days) as retention_days
       from agents a left join orgs o on o.name = a.owner
-      where coalesce(a.retention_days, o.retention_days) is not null
+      where a.deleted_at is null and coalesce(a.retention_days, o.retention_days) is not null
       order by a.id`.execute(this.db);
     return result.rows;
   }
@@ -104,6 +105,24 @@ export class RetentionRepository {
       examined: Number(row?.examined ?? 0),
       last: row?.id == null ? null : { created_at: Number(row.created_at), envelope_id: row.id },
     };
+  }
+
+  /** Deleted agents (tombstones) after `afterId`, at most `limit`, in id order (index `agents_deleted`). */
+  async deletedAgents(afterId: number, limit: number): Promise<number[]> {
+    const rows = await this.db
+      .selectFrom('agents')
+      .select('id')
+      .where('deleted_at', 'is not', null)
+      .where('id', '>', afterId)
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => row.id);
+  }
+
+  /** Remove tombstones that no stored envelope names as sender, freeing their handles (EXTENSIONS.md §5). */
+  releaseHandles(agentIds: readonly number[]): Promise<number> {
+    return releaseHandles(this.db, agentIds);
   }
 
   /** The newest purged position of a mailbox, or undefined when nothing was ever purged. */

@@ -15,7 +15,8 @@ export interface AgentsTable {
   id: Generated<number>;
   handle: string;
   owner: string;
-  token_hash: string;
+  /** null once the agent is deleted (a tombstone kept while envelopes it sent are stored). */
+  token_hash: string | null;
   policy: 'allowlist' | 'open';
   allowlist: ColumnType<string[], string[] | undefined, string[]>;
   display_name: string;
@@ -26,6 +27,8 @@ export interface AgentsTable {
   retention_days: number | null;
   created_at: number;
   updated_at: number;
+  /** Set when the agent was deleted (migration 0005); such a row is no agent to any query but those naming an envelope's sender. */
+  deleted_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 export interface BlocksTable {

@@ -173,7 +173,7 @@ export class Metrics {
 
   readonly purgedRows = new Counter({
     name: 'roost_retention_purged_rows_total',
-    help: 'Rows removed by retention, by table (mailbox_entries, envelopes).',
+    help: 'Rows removed by retention, by table (mailbox_entries, envelopes, agents: tombstones of deleted agents, freeing their handles).',
     labelNames: ['table'],
     registers: [this.registry],
   });

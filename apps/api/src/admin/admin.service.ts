@@ -100,8 +100,9 @@ export class AdminService {
     return adminAgentView(updated, token);
   }
 
+  /** EXTENSIONS.md §5: what the agent delivered stays with its recipients; its sockets close (4001). */
   async deleteAgent(agent: Agent): Promise<void> {
-    if (!(await this.agents.delete(agent.id))) throw notFound(`agent ${agent.handle} not found`);
+    if (!(await this.agents.delete(agent.id, Date.now()))) throw notFound(`agent ${agent.handle} not found`);
     await this.revoke(agent.id);
   }
 
@@ -142,9 +143,9 @@ export class AdminService {
   }
 
   async deleteOrg(org: Org): Promise<void> {
-    const members = await this.agents.list(org.name);
-    if (!(await this.orgs.delete(org.name))) throw notFound(`organization ${org.name} not found`);
-    await Promise.all(members.map((agent) => this.revoke(agent.id)));
+    const members = await this.orgs.delete(org.name, Date.now());
+    if (!members) throw notFound(`organization ${org.name} not found`);
+    await Promise.all(members.map((id) => this.revoke(id)));
   }
 
   /** Close the agent's open sockets (EXTENSIONS.md: within a second, code 4001). */
