@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import { runMigrations } from '../../apps/roost/src/migrate';
@@ -6,7 +7,7 @@ import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
 import { PgBouncer, pgbouncerBinary } from '../support/pgbouncer';
-import { sleep, startAll, stopAll, type TestProcess } from '../support/processes';
+import { ROOST_MAIN, sleep, startAll, stopAll, type TestProcess } from '../support/processes';
 import { testDatabaseUrl, testRedisUrl } from '../support/services';
 import { ResumingClient } from './cluster';
 
@@ -43,6 +44,7 @@ const SENDERS = 6;
 const RECIPIENTS = 4;
 const CONCURRENCY = 12;
 const LOAD_MS = Number(process.env.ROOST_TEST_PGBOUNCER_LOAD_MS ?? 6_000);
+const WARMUP_MS = 2_000;
 /** Roost's pool per process, and PgBouncer's server connections for the load database. */
 const ROOST_POOL = 6;
 /** Four operators start at once on a shared 2-core machine: generous. */
@@ -110,6 +112,19 @@ let timeouts: Database;
   });
 
   it('a role not told about the pooler stops at start naming ROOST_DB_POOLER (startup parameter refused, or dropped)', async () => {
+    // The operator itself: a configuration error (exit 78), not a node that answers 500s.
+    const exit = await runToExit({
+      DATABASE_URL: strict.url('timeouts'),
+      REDIS_URL: testRedisUrl(),
+      ROOST_ROLE: 'api',
+      ROOST_ADMIN_TOKEN: `admin-${ulid()}`,
+      ROOST_HOST: '127.0.0.1',
+      PORT: '0',
+    });
+    expect(exit.code).toBe(78);
+    expect(exit.stderr).toContain(
+      'roost: configuration error: ROOST_DB_POOLER: Postgres refused the connection (unsupported startup parameter: statement_timeout)',
+    );
     await expect(runMigrations({ DATABASE_URL: strict.url('timeouts') })).rejects.toThrow(
       /^ROOST_DB_POOLER: .*unsupported startup parameter: statement_timeout/,
     );
@@ -171,10 +186,37 @@ let timeouts: Database;
     }
   });
 
+  it('named statements forced on through a pooler that does not keep them: the failure names the setting, once', async () => {
+    const warnings: string[] = [];
+    const database = openPostgres({
+      url: strict.url('timeouts'),
+      poolSize: 2,
+      statementTimeoutMs: 5_000,
+      pooler: 'transaction',
+      preparedStatements: true,
+      onWarning: (message) => warnings.push(message),
+    });
+    try {
+      const query = CompiledQuery.raw('select $1::int as n', [1]);
+      // Two client connections, one server session (pool_size=1): the second prepares a name the
+      // session already has, as Roost's accept path did behind PgBouncer (issue 14).
+      await database.withSession(async (first) => {
+        await first.prepared('roost_test_named', query);
+        await database.withSession(async (second) => {
+          for (let i = 0; i < 2; i++) await expect(second.prepared('roost_test_named', query)).rejects.toMatchObject({ code: '42P05' });
+        });
+      });
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/already exists.*set ROOST_DB_PREPARED_STATEMENTS=off$/);
+    } finally {
+      await database.close();
+    }
+  });
+
   it('api ×2, gateway and worker through PgBouncer under load: every 202 durable once per recipient, no 5xx, frames arrive; then direct', async () => {
     const pooled = await loadRun('pgbouncer (transaction mode)', strict.url('roost'), loadPooled.url, { ROOST_DB_POOLER: 'transaction' });
     const straight = await loadRun('direct Postgres', loadDirect.url, loadDirect.url, {});
-    const report = { scenario: 'pgbouncer-vs-direct', load_ms: LOAD_MS, concurrency: CONCURRENCY, roost_pool_per_process: ROOST_POOL, pgbouncer_server_connections: BOUNCER_POOL, runs: [pooled, straight] };
+    const report = { scenario: 'pgbouncer-vs-direct', warmup_ms: WARMUP_MS, load_ms: LOAD_MS, concurrency: CONCURRENCY, roost_pool_per_process: ROOST_POOL, pgbouncer_server_connections: BOUNCER_POOL, runs: [pooled, straight] };
     process.stdout.write(`${JSON.stringify(report)}\n`);
   });
 });
@@ -182,6 +224,23 @@ let timeouts: Database;
 interface Agent {
   handle: string;
   token: string;
+}
+
+/** Run the operator until it exits (it must, within START_MS); its exit code and stderr. */
+function runToExit(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [ROOST_MAIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      fail(new Error(`the operator did not exit within ${START_MS} ms:\n${stderr}`));
+    }, START_MS);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      done({ code, stderr });
+    });
+  });
 }
 
 /**
@@ -233,16 +292,17 @@ async function loadRun(label: string, databaseUrl: string, checkUrl: string, ext
     // A one-shot schedule that fires while the load runs (the worker, through the same URL).
     const schedule = await apis[1].post(
       '/schedules',
-      { envelope: { to: [recipients[0].handle, recipients[1].handle], subject: 'scheduled', content_parts: [{ type: 'text', text: 'tick' }] }, start_at: Date.now() + LOAD_MS / 2 },
+      { envelope: { to: [recipients[0].handle, recipients[1].handle], subject: 'scheduled', content_parts: [{ type: 'text', text: 'tick' }] }, start_at: Date.now() + WARMUP_MS + LOAD_MS / 2 },
       senders[0].token,
     );
     expect(schedule.status).toBe(201);
 
     const statuses = new Map<number, number>();
     const failures: string[] = [];
+    const latencies: number[] = [];
     let n = 0;
-    const started = Date.now();
-    const deadline = started + LOAD_MS;
+    let measuring = false;
+    let deadline = 0;
     const sender = async () => {
       while (Date.now() < deadline) {
         const i = n++;
@@ -250,20 +310,29 @@ async function loadRun(label: string, databaseUrl: string, checkUrl: string, ext
         const cc = i % 2 === 0 ? [recipients[(i + 2) % RECIPIENTS].handle] : undefined;
         const body = { id: ulid(), to, ...(cc ? { cc } : {}), date_ms: Date.now(), subject: `load ${i}`, content_parts: [{ type: 'text', text: `message ${i} `.repeat(20) }] };
         let status = 0;
+        const sentAt = performance.now();
         try {
           const reply = await apis[i % apis.length].post('/messages', body, senders[i % SENDERS].token);
+          if (measuring && reply.status === 202) latencies.push(performance.now() - sentAt);
           status = reply.status;
           if (status === 202) expected.set(reply.body.id as string, [...to, ...(cc ?? [])]);
           else if (failures.length < 5) failures.push(`${status} ${reply.text}`);
         } catch (error) {
           if (failures.length < 5) failures.push(`no answer: ${(error as Error).message}`);
         }
-        statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        if (measuring || status !== 202) statuses.set(status, (statuses.get(status) ?? 0) + 1);
       }
     };
+    // Warm-up (fresh processes: JIT, pools, plans): checked for durability like the rest, not timed.
+    deadline = Date.now() + WARMUP_MS;
+    await Promise.all(Array.from({ length: CONCURRENCY }, sender));
+    measuring = true;
+    const started = Date.now();
+    deadline = started + LOAD_MS;
     await Promise.all(Array.from({ length: CONCURRENCY }, sender));
     const seconds = (Date.now() - started) / 1000;
     const accepted = statuses.get(202) ?? 0;
+    latencies.sort((a, b) => a - b);
 
     // The schedule fired exactly once, through the accept path.
     let fired: any;
@@ -307,11 +376,14 @@ async function loadRun(label: string, databaseUrl: string, checkUrl: string, ext
     const figures = {
       run: label,
       requests: [...statuses.values()].reduce((a, b) => a + b, 0),
+      acknowledged_in_all: expected.size,
       accepted,
       failed: [...statuses].filter(([status]) => status !== 202).reduce((sum, [, count]) => sum + count, 0),
       by_status: Object.fromEntries(statuses),
       seconds: Math.round(seconds * 10) / 10,
       accepted_per_s: Math.round((accepted / seconds) * 10) / 10,
+      p50_ms: Math.round(latencies[Math.floor(latencies.length / 2)] ?? NaN),
+      p99_ms: Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * 0.99))] ?? NaN),
       envelope_rows: envelopeRows,
       not_durable_or_duplicated: wrong.length,
       frames_seen: listeners.reduce((sum, listener) => sum + listener.counts.size, 0),

@@ -105,7 +105,7 @@ export function openPostgres(options: PostgresOptions): Database {
   // "unsupported startup parameter") or drops them (ignore_startup_parameters), and a `SET` would
   // leak to whichever client gets that server session next: Roost's own transactions start with
   // `SET LOCAL` instead (in the same round trip as `begin`), and single statements run with the
-  // server's default for the role (checked at start, see checkSessionSettings).
+  // server's default for the role (checked at start: checkStatementTimeout in db.module.ts).
   const setLocal = `set local statement_timeout = ${options.statementTimeoutMs}`;
   const begin = pooler === 'none' ? 'begin' : `begin; ${setLocal}`;
   const pool = new pg.Pool({
@@ -146,11 +146,12 @@ export function openPostgres(options: PostgresOptions): Database {
     } catch (error) {
       if (named && !warnedLost && NAMED_STATEMENT_LOST.has((error as { code?: string }).code ?? '')) {
         warnedLost = true;
-        options.onWarning?.(
-          `named prepared statement "${name}" failed (${(error as Error).message}): DATABASE_URL looks like a ` +
-            'transaction pooler that does not keep named statements; set ROOST_DB_POOLER=transaction ' +
-            '(or ROOST_DB_PREPARED_STATEMENTS=off)',
-        );
+        const fix =
+          pooler === 'none'
+            ? 'DATABASE_URL looks like a transaction pooler: set ROOST_DB_POOLER=transaction'
+            : 'this pooler does not keep named statements across server sessions (PgBouncer before 1.21, or ' +
+              'max_prepared_statements = 0): set ROOST_DB_PREPARED_STATEMENTS=off';
+        options.onWarning?.(`named prepared statement "${name}" failed (${(error as Error).message}): ${fix}`);
       }
       throw error;
     }
