@@ -24,8 +24,9 @@ import { ResumingClient } from './cluster';
  *   not leak to the server session's next client.
  * - api ×2 + gateway + worker through the pooler under concurrent load (several senders,
  *   multi-recipient envelopes, a schedule firing, WebSocket listeners): every 202 is in Postgres
- *   once per recipient, no 5xx, every frame arrives; then the same load direct to Postgres, and both
- *   runs' figures are printed (figures, not assertions).
+ *   once per recipient, no 5xx, every frame arrives; the same stack direct to Postgres takes the
+ *   same load in alternating windows, and both stacks' figures are printed (figures, not
+ *   assertions).
  *
  * This is the e2e tier (not deploy): it spawns the built operator under load and needs the shared
  * Postgres and Redis that the e2e tier's global setup provides. It installs nothing: without the
@@ -43,7 +44,9 @@ if (!binary && !required) {
 const SENDERS = 6;
 const RECIPIENTS = 4;
 const CONCURRENCY = 12;
-const LOAD_MS = Number(process.env.ROOST_TEST_PGBOUNCER_LOAD_MS ?? 6_000);
+/** Timed load: ROUNDS alternating windows per stack. */
+const WINDOW_MS = 2_000;
+const ROUNDS = Number(process.env.ROOST_TEST_PGBOUNCER_ROUNDS ?? 3);
 const WARMUP_MS = 2_000;
 /** Roost's pool per process, and PgBouncer's server connections for the load database. */
 const ROOST_POOL = 6;
@@ -213,11 +216,34 @@ let timeouts: Database;
     }
   });
 
-  it('api ×2, gateway and worker through PgBouncer under load: every 202 durable once per recipient, no 5xx, frames arrive; then direct', async () => {
-    const pooled = await loadRun('pgbouncer (transaction mode)', strict.url('roost'), loadPooled.url, { ROOST_DB_POOLER: 'transaction' });
-    const straight = await loadRun('direct Postgres', loadDirect.url, loadDirect.url, {});
-    const report = { scenario: 'pgbouncer-vs-direct', warmup_ms: WARMUP_MS, load_ms: LOAD_MS, concurrency: CONCURRENCY, roost_pool_per_process: ROOST_POOL, pgbouncer_server_connections: BOUNCER_POOL, runs: [pooled, straight] };
-    process.stdout.write(`${JSON.stringify(report)}\n`);
+  it('api ×2, gateway and worker through PgBouncer under load: every 202 durable once per recipient, no 5xx, frames arrive (and the same direct)', async () => {
+    // Both stacks run side by side and take the load in alternating windows (A B, B A, …), so the
+    // shared machine's drifting load weighs on both alike.
+    const targets: LoadTarget[] = [];
+    try {
+      targets.push(await LoadTarget.start('pgbouncer (transaction mode)', strict.url('roost'), loadPooled.url, { ROOST_DB_POOLER: 'transaction' }));
+      targets.push(await LoadTarget.start('direct Postgres', loadDirect.url, loadDirect.url, {}));
+      for (const target of targets) await target.drive(WARMUP_MS, false);
+      const loadSpan = ROUNDS * WINDOW_MS * targets.length;
+      for (const target of targets) await target.schedule(Date.now() + loadSpan / 2);
+      for (let round = 0; round < ROUNDS; round++) {
+        for (const target of round % 2 === 0 ? targets : [...targets].reverse()) await target.drive(WINDOW_MS, true);
+      }
+      const runs = [];
+      for (const target of targets) runs.push(await target.verify());
+      const report = {
+        scenario: 'pgbouncer-vs-direct',
+        window_ms: WINDOW_MS,
+        rounds: ROUNDS,
+        concurrency: CONCURRENCY,
+        roost_pool_per_process: ROOST_POOL,
+        pgbouncer_server_connections: BOUNCER_POOL,
+        runs,
+      };
+      process.stdout.write(`${JSON.stringify(report)}\n`);
+    } finally {
+      await Promise.all(targets.map((target) => target.stop()));
+    }
   });
 });
 
@@ -244,161 +270,190 @@ function runToExit(env: Record<string, string>): Promise<{ code: number | null; 
 }
 
 /**
- * Start api ×2, gateway, worker on `databaseUrl` (all at once: their start-up migrations race
- * through the same URL), run the load, then check every 202 in Postgres through `checkUrl`.
+ * api ×2, gateway and worker on one database URL, with senders, recipients listening on the
+ * gateway, and everything they were told was accepted.
  */
-async function loadRun(label: string, databaseUrl: string, checkUrl: string, extra: Record<string, string>) {
-  const adminToken = `admin-${ulid()}`;
-  const env = {
-    DATABASE_URL: databaseUrl,
-    REDIS_URL: testRedisUrl(),
-    ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
-    ROOST_ADMIN_TOKEN: adminToken,
-    ROOST_LOG_LEVEL: 'warn',
-    ROOST_HOST: '127.0.0.1',
-    ROOST_RATE_LIMIT_PER_S: '0',
-    ROOST_DB_POOL_SIZE: String(ROOST_POOL),
-    ROOST_SCHEDULE_TICK_MS: '200',
-    ROOST_RETENTION_INTERVAL_MS: '86400000',
-    ROOST_METRICS_PORT: '0',
-    ...extra,
-  };
-  let nodes: TestProcess[] = [];
-  const listeners: ResumingClient[] = [];
-  try {
-    nodes = await startAll([
-      { name: 'api-0', env: { ...env, ROOST_ROLE: 'api' }, startTimeoutMs: START_MS },
-      { name: 'api-1', env: { ...env, ROOST_ROLE: 'api' }, startTimeoutMs: START_MS },
-      { name: 'gateway', env: { ...env, ROOST_ROLE: 'gateway' }, startTimeoutMs: START_MS },
-      { name: 'worker', env: { ...env, ROOST_ROLE: 'worker' }, startTimeoutMs: START_MS },
-    ]);
-    const [api0, api1, gateway] = nodes;
-    const apis = [new TestClient(api0.url), new TestClient(api1.url)];
-    const agent = async (handle: string): Promise<Agent> => {
-      const reply = await apis[0].post('/_admin/agents', { handle, policy: 'open' }, adminToken);
-      if (reply.status !== 201) throw new Error(`creating ${handle}: ${reply.status} ${reply.text}`);
-      return { handle, token: reply.body.token as string };
+class LoadTarget {
+  /** Envelope id → the handles that must each hold it exactly once. */
+  readonly expected = new Map<string, string[]>();
+  /** Answers of the timed windows (any non-202 of the warm-up too). */
+  readonly statuses = new Map<number, number>();
+  readonly failures: string[] = [];
+  readonly latencies: number[] = [];
+  private measuredMs = 0;
+  private n = 0;
+  private scheduleId: string | undefined;
+
+  private constructor(
+    readonly label: string,
+    private readonly checkUrl: string,
+    private readonly nodes: TestProcess[],
+    private readonly apis: TestClient[],
+    private readonly senders: Agent[],
+    private readonly recipients: Agent[],
+    private readonly listeners: ResumingClient[],
+  ) {}
+
+  /** All four at once: their start-up migrations race through the same URL. */
+  static async start(label: string, databaseUrl: string, checkUrl: string, extra: Record<string, string>): Promise<LoadTarget> {
+    const adminToken = `admin-${ulid()}`;
+    const env = {
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: testRedisUrl(),
+      ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
+      ROOST_ADMIN_TOKEN: adminToken,
+      ROOST_LOG_LEVEL: 'warn',
+      ROOST_HOST: '127.0.0.1',
+      ROOST_RATE_LIMIT_PER_S: '0',
+      ROOST_DB_POOL_SIZE: String(ROOST_POOL),
+      ROOST_SCHEDULE_TICK_MS: '200',
+      ROOST_RETENTION_INTERVAL_MS: '86400000',
+      ROOST_METRICS_PORT: '0',
+      ...extra,
     };
-    const senders = await Promise.all(Array.from({ length: SENDERS }, (_, i) => agent(`@pgb.sender${i}`)));
-    const recipients = await Promise.all(Array.from({ length: RECIPIENTS }, (_, i) => agent(`@pgb.inbox${i}`)));
-    for (const recipient of recipients) {
-      const listener = new ResumingClient(() => [gateway.url], recipient.token);
-      listeners.push(listener);
-      await listener.start();
-    }
-
-    /** Envelope id → the handles that must each hold it exactly once. */
-    const expected = new Map<string, string[]>();
-    // A one-shot schedule that fires while the load runs (the worker, through the same URL).
-    const schedule = await apis[1].post(
-      '/schedules',
-      { envelope: { to: [recipients[0].handle, recipients[1].handle], subject: 'scheduled', content_parts: [{ type: 'text', text: 'tick' }] }, start_at: Date.now() + WARMUP_MS + LOAD_MS / 2 },
-      senders[0].token,
+    const nodes = await startAll(
+      (['api', 'api', 'gateway', 'worker'] as const).map((role, i) => ({ name: `${label}: ${role}-${i}`, env: { ...env, ROOST_ROLE: role }, startTimeoutMs: START_MS })),
     );
-    expect(schedule.status).toBe(201);
+    const listeners: ResumingClient[] = [];
+    try {
+      const apis = [new TestClient(nodes[0].url), new TestClient(nodes[1].url)];
+      const agent = async (handle: string): Promise<Agent> => {
+        const reply = await apis[0].post('/_admin/agents', { handle, policy: 'open' }, adminToken);
+        if (reply.status !== 201) throw new Error(`creating ${handle}: ${reply.status} ${reply.text}`);
+        return { handle, token: reply.body.token as string };
+      };
+      const senders = await Promise.all(Array.from({ length: SENDERS }, (_, i) => agent(`@pgb.sender${i}`)));
+      const recipients = await Promise.all(Array.from({ length: RECIPIENTS }, (_, i) => agent(`@pgb.inbox${i}`)));
+      for (const recipient of recipients) {
+        const listener = new ResumingClient(() => [nodes[2].url], recipient.token);
+        listeners.push(listener);
+        await listener.start();
+      }
+      return new LoadTarget(label, checkUrl, nodes, apis, senders, recipients, listeners);
+    } catch (error) {
+      for (const listener of listeners) listener.stop();
+      await stopAll(nodes, 3_000);
+      throw error;
+    }
+  }
 
-    const statuses = new Map<number, number>();
-    const failures: string[] = [];
-    const latencies: number[] = [];
-    let n = 0;
-    let measuring = false;
-    let deadline = 0;
+  /** A one-shot schedule to two recipients; the worker fires it through the same URL. */
+  async schedule(at: number): Promise<void> {
+    const [a, b] = this.recipients;
+    const reply = await this.apis[1].post(
+      '/schedules',
+      { envelope: { to: [a.handle, b.handle], subject: 'scheduled', content_parts: [{ type: 'text', text: 'tick' }] }, start_at: at },
+      this.senders[0].token,
+    );
+    expect(reply.status).toBe(201);
+    this.scheduleId = reply.body.id as string;
+  }
+
+  /** CONCURRENCY closed-loop senders for `ms`: multi-recipient envelopes over both api nodes. */
+  async drive(ms: number, measuring: boolean): Promise<void> {
+    const deadline = Date.now() + ms;
+    const started = performance.now();
     const sender = async () => {
       while (Date.now() < deadline) {
-        const i = n++;
-        const to = [recipients[i % RECIPIENTS].handle, recipients[(i + 1) % RECIPIENTS].handle];
-        const cc = i % 2 === 0 ? [recipients[(i + 2) % RECIPIENTS].handle] : undefined;
+        const i = this.n++;
+        const to = [this.recipients[i % RECIPIENTS].handle, this.recipients[(i + 1) % RECIPIENTS].handle];
+        const cc = i % 2 === 0 ? [this.recipients[(i + 2) % RECIPIENTS].handle] : undefined;
         const body = { id: ulid(), to, ...(cc ? { cc } : {}), date_ms: Date.now(), subject: `load ${i}`, content_parts: [{ type: 'text', text: `message ${i} `.repeat(20) }] };
         let status = 0;
         const sentAt = performance.now();
         try {
-          const reply = await apis[i % apis.length].post('/messages', body, senders[i % SENDERS].token);
-          if (measuring && reply.status === 202) latencies.push(performance.now() - sentAt);
+          const reply = await this.apis[i % this.apis.length].post('/messages', body, this.senders[i % SENDERS].token);
           status = reply.status;
-          if (status === 202) expected.set(reply.body.id as string, [...to, ...(cc ?? [])]);
-          else if (failures.length < 5) failures.push(`${status} ${reply.text}`);
+          if (status === 202) {
+            this.expected.set(reply.body.id as string, [...to, ...(cc ?? [])]);
+            if (measuring) this.latencies.push(performance.now() - sentAt);
+          } else if (this.failures.length < 5) this.failures.push(`${status} ${reply.text}`);
         } catch (error) {
-          if (failures.length < 5) failures.push(`no answer: ${(error as Error).message}`);
+          if (this.failures.length < 5) this.failures.push(`no answer: ${(error as Error).message}`);
         }
-        if (measuring || status !== 202) statuses.set(status, (statuses.get(status) ?? 0) + 1);
+        if (measuring || status !== 202) this.statuses.set(status, (this.statuses.get(status) ?? 0) + 1);
       }
     };
-    // Warm-up (fresh processes: JIT, pools, plans): checked for durability like the rest, not timed.
-    deadline = Date.now() + WARMUP_MS;
     await Promise.all(Array.from({ length: CONCURRENCY }, sender));
-    measuring = true;
-    const started = Date.now();
-    deadline = started + LOAD_MS;
-    await Promise.all(Array.from({ length: CONCURRENCY }, sender));
-    const seconds = (Date.now() - started) / 1000;
-    const accepted = statuses.get(202) ?? 0;
-    latencies.sort((a, b) => a - b);
+    if (measuring) this.measuredMs += performance.now() - started;
+  }
 
-    // The schedule fired exactly once, through the accept path.
+  /** Every 202 in Postgres once per recipient, the schedule fired once, every frame delivered. */
+  async verify() {
+    const [a, b] = this.recipients;
     let fired: any;
     for (const until = Date.now() + 30_000; ; await sleep(200)) {
-      fired = (await apis[0].get(`/schedules/${schedule.body.id}`, senders[0].token)).body;
+      fired = (await this.apis[0].get(`/schedules/${this.scheduleId}`, this.senders[0].token)).body;
       if (fired.status !== 'active' || Date.now() > until) break;
     }
     expect(fired).toMatchObject({ status: 'completed', send_count: 1 });
-    expected.set(fired.last_envelope_id as string, [recipients[0].handle, recipients[1].handle]);
+    this.expected.set(fired.last_envelope_id as string, [a.handle, b.handle]);
 
-    // Durable: every acknowledged envelope is in Postgres, in each recipient's mailbox exactly once.
-    const check = new pg.Client({ connectionString: checkUrl });
+    const check = new pg.Client({ connectionString: this.checkUrl });
     await check.connect();
-    let stored: Map<string, string[]>;
+    const stored = new Map<string, string[]>();
     let envelopeRows: number;
     try {
       const { rows } = await check.query<{ id: string; handle: string }>(
         `select m.envelope_id as id, a.handle from mailbox_entries m join agents a on a.id = m.mailbox_id
          where m.envelope_id = any($1::text[])`,
-        [[...expected.keys()]],
+        [[...this.expected.keys()]],
       );
-      stored = new Map();
       for (const row of rows) stored.set(row.id, [...(stored.get(row.id) ?? []), row.handle]);
       envelopeRows = Number((await check.query<{ n: string }>('select count(*) as n from envelopes')).rows[0].n);
     } finally {
       await check.end();
     }
-    const wrong = [...expected].filter(([id, handles]) => JSON.stringify([...(stored.get(id) ?? [])].sort()) !== JSON.stringify([...new Set(handles)].sort()));
+    const sorted = (handles: string[]) => JSON.stringify([...handles].sort());
+    const wrong = [...this.expected].filter(([id, handles]) => sorted(stored.get(id) ?? []) !== sorted(handles));
 
-    // Frames: each recipient's listener saw every envelope addressed to it.
-    const frameWaits = recipients.map((recipient, r) =>
-      listeners[r].waitFor(
-        [...expected].filter(([, handles]) => handles.includes(recipient.handle)).map(([id]) => id),
-        30_000,
+    const frames = await Promise.allSettled(
+      this.recipients.map((recipient, r) =>
+        this.listeners[r].waitFor(
+          [...this.expected].filter(([, handles]) => handles.includes(recipient.handle)).map(([id]) => id),
+          30_000,
+        ),
       ),
     );
-    const frames = await Promise.allSettled(frameWaits);
     const framesMissing = frames.filter((result) => result.status === 'rejected').map((result) => String((result as PromiseRejectedResult).reason));
-    const duplicateFrames = listeners.reduce((sum, listener) => sum + listener.duplicates, 0);
+    const duplicateFrames = this.listeners.reduce((sum, listener) => sum + listener.duplicates, 0);
 
+    const accepted = this.statuses.get(202) ?? 0;
+    const failed = [...this.statuses].filter(([status]) => status !== 202).reduce((sum, [, count]) => sum + count, 0);
+    this.latencies.sort((x, y) => x - y);
+    const at = (p: number) => Math.round(this.latencies[Math.min(this.latencies.length - 1, Math.floor(this.latencies.length * p))] ?? NaN);
     const figures = {
-      run: label,
-      requests: [...statuses.values()].reduce((a, b) => a + b, 0),
-      acknowledged_in_all: expected.size,
+      run: this.label,
+      timed_requests: [...this.statuses.values()].reduce((x, y) => x + y, 0),
       accepted,
-      failed: [...statuses].filter(([status]) => status !== 202).reduce((sum, [, count]) => sum + count, 0),
-      by_status: Object.fromEntries(statuses),
-      seconds: Math.round(seconds * 10) / 10,
-      accepted_per_s: Math.round((accepted / seconds) * 10) / 10,
-      p50_ms: Math.round(latencies[Math.floor(latencies.length / 2)] ?? NaN),
-      p99_ms: Math.round(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * 0.99))] ?? NaN),
+      failed,
+      by_status: Object.fromEntries(this.statuses),
+      timed_s: Math.round(this.measuredMs / 100) / 10,
+      accepted_per_s: Math.round((accepted / (this.measuredMs / 1000)) * 10) / 10,
+      p50_ms: at(0.5),
+      p99_ms: at(0.99),
+      acknowledged_in_all: this.expected.size,
       envelope_rows: envelopeRows,
       not_durable_or_duplicated: wrong.length,
-      frames_seen: listeners.reduce((sum, listener) => sum + listener.counts.size, 0),
+      frames_seen: this.listeners.reduce((sum, listener) => sum + listener.counts.size, 0),
       duplicate_frames: duplicateFrames,
     };
-    const logs = () => nodes.map((node) => `--- ${node.name}\n${node.output.join('\n')}`).join('\n');
-    expect({ label, failures, framesMissing, wrong: wrong.slice(0, 3) }).toEqual({ label, failures: [], framesMissing: [], wrong: [] });
-    if (figures.failed > 0) throw new Error(`${label}: ${figures.failed} requests not accepted\n${logs()}`);
+    const label = this.label;
+    expect({ label, failures: this.failures, framesMissing, wrong: wrong.slice(0, 3) }).toEqual({ label, failures: [], framesMissing: [], wrong: [] });
+    if (failed > 0) throw new Error(`${label}: ${failed} requests not accepted\n${this.logs()}`);
     expect(accepted).toBeGreaterThan(0);
     // Nothing was written that was not acknowledged (a 5xx after a commit would show here).
-    expect(envelopeRows).toBe(expected.size);
+    expect(envelopeRows).toBe(this.expected.size);
     expect(duplicateFrames).toBe(0);
     return figures;
-  } finally {
-    for (const listener of listeners) listener.stop();
-    await stopAll(nodes, 3_000);
+  }
+
+  logs(): string {
+    return this.nodes.map((node) => `--- ${node.name}\n${node.output.join('\n')}`).join('\n');
+  }
+
+  async stop(): Promise<void> {
+    for (const listener of this.listeners) listener.stop();
+    await stopAll(this.nodes, 3_000);
   }
 }
