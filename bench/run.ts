@@ -4,6 +4,7 @@ import { cliScenario } from './cli';
 import { connectionsScenario } from './connections';
 import { fanoutScenario } from './fanout';
 import { guardCorpusScenario, guardScenario } from './guard';
+import { preparedScenario } from './prepared';
 import { purgeScenario } from './purge';
 import { pushScenario } from './push';
 import { triageScenario } from './triage';
@@ -16,6 +17,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   cli: () => cliScenario(),
   guard: () => guardScenario(),
   'guard-corpus': () => guardCorpusScenario(),
+  prepared: () => preparedScenario(),
   purge: () => purgeScenario(),
   push: () => pushScenario(),
   fanout: () => fanoutScenario(),

@@ -93,6 +93,24 @@ describe('loadConfig: explicit values', () => {
   });
 });
 
+describe('loadConfig: a transaction pooler in front of Postgres', () => {
+  const env = { DATABASE_URL: PG, ROOST_ADMIN_TOKEN: TOKEN };
+
+  it('assumes none, with named prepared statements', () => {
+    expect(loadConfig(env).db).toMatchObject({ pooler: 'none', preparedStatements: true });
+  });
+
+  it('ROOST_DB_POOLER=transaction turns named statements off unless ROOST_DB_PREPARED_STATEMENTS says on', () => {
+    expect(loadConfig({ ...env, ROOST_DB_POOLER: 'transaction' }).db).toMatchObject({ pooler: 'transaction', preparedStatements: false });
+    expect(loadConfig({ ...env, ROOST_DB_POOLER: 'transaction', ROOST_DB_PREPARED_STATEMENTS: 'auto' }).db.preparedStatements).toBe(false);
+    expect(loadConfig({ ...env, ROOST_DB_POOLER: 'transaction', ROOST_DB_PREPARED_STATEMENTS: 'on' }).db.preparedStatements).toBe(true);
+  });
+
+  it('ROOST_DB_PREPARED_STATEMENTS=off works without a pooler too', () => {
+    expect(loadConfig({ ...env, ROOST_DB_PREPARED_STATEMENTS: 'off' }).db).toMatchObject({ pooler: 'none', preparedStatements: false });
+  });
+});
+
 describe('loadConfig: each invalid variable gives a ConfigError naming it', () => {
   it.each<[string, string, Record<string, string>]>([
     ['PORT=abc', 'PORT', { PORT: 'abc' }],
@@ -119,6 +137,9 @@ describe('loadConfig: each invalid variable gives a ConfigError naming it', () =
     ['ROOST_LOG_LEVEL=loud', 'ROOST_LOG_LEVEL', { ROOST_LOG_LEVEL: 'loud' }],
     ['ROOST_DB_POOL_SIZE=1', 'ROOST_DB_POOL_SIZE', { ROOST_DB_POOL_SIZE: '1' }],
     ['ROOST_DB_STATEMENT_TIMEOUT_MS=5', 'ROOST_DB_STATEMENT_TIMEOUT_MS', { ROOST_DB_STATEMENT_TIMEOUT_MS: '5' }],
+    ['ROOST_DB_POOLER=pgbouncer', 'ROOST_DB_POOLER', { ROOST_DB_POOLER: 'pgbouncer' }],
+    ['ROOST_DB_POOLER=session', 'ROOST_DB_POOLER', { ROOST_DB_POOLER: 'session' }],
+    ['ROOST_DB_PREPARED_STATEMENTS=false', 'ROOST_DB_PREPARED_STATEMENTS', { ROOST_DB_PREPARED_STATEMENTS: 'false' }],
     ['ROOST_ACCEPT_BATCH_MAX=0', 'ROOST_ACCEPT_BATCH_MAX', { ROOST_ACCEPT_BATCH_MAX: '0' }],
     ['ROOST_ACCEPT_WRITERS=65', 'ROOST_ACCEPT_WRITERS', { ROOST_ACCEPT_WRITERS: '65' }],
     ['ROOST_HTTP_REQUEST_TIMEOUT_MS=x', 'ROOST_HTTP_REQUEST_TIMEOUT_MS', { ROOST_HTTP_REQUEST_TIMEOUT_MS: 'x' }],

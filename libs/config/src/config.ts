@@ -26,6 +26,14 @@ export interface Config {
   db: {
     poolSize: number;
     statementTimeoutMs: number;
+    /**
+     * `transaction`: DATABASE_URL is a transaction pooler (PgBouncer `pool_mode = transaction`):
+     * no startup parameters, the statement timeout set per transaction, no named statements
+     * unless `preparedStatements` says so.
+     */
+    pooler: 'none' | 'transaction';
+    /** Hot queries as named prepared statements (ROOST_DB_PREPARED_STATEMENTS; auto = no pooler). */
+    preparedStatements: boolean;
     /** How long start-up waits for an unreachable Postgres before giving up. */
     startupWaitMs: number;
   };
@@ -167,6 +175,9 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('ROOST_ADMIN_TOKEN', 'must be at least 16 characters');
   }
 
+  const pooler = oneOf(env, 'ROOST_DB_POOLER', ['none', 'transaction'] as const, 'none');
+  const prepared = oneOf(env, 'ROOST_DB_PREPARED_STATEMENTS', ['auto', 'on', 'off'] as const, 'auto');
+
   const network = text(env, 'ROOST_NETWORK', 'roost');
   if (!/^[a-z0-9][a-z0-9_-]{0,63}$/.test(network)) {
     throw new ConfigError('ROOST_NETWORK', 'expected ^[a-z0-9][a-z0-9_-]{0,63}$');
@@ -189,6 +200,8 @@ export function loadConfig(env: Env = process.env): Config {
     db: {
       poolSize: integer(env, 'ROOST_DB_POOL_SIZE', 20, 2, 1000),
       statementTimeoutMs: integer(env, 'ROOST_DB_STATEMENT_TIMEOUT_MS', 15_000, 100, 3_600_000),
+      pooler,
+      preparedStatements: prepared === 'auto' ? pooler === 'none' : prepared === 'on',
       startupWaitMs: integer(env, 'ROOST_DB_STARTUP_WAIT_MS', 60_000, 0, 3_600_000),
     },
     accept: {

@@ -1,6 +1,17 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { Kysely, PostgresDialect, type CompiledQuery, type KyselyConfig, type LogEvent } from 'kysely';
+import {
+  CompiledQuery,
+  Kysely,
+  PostgresDialect,
+  PostgresDriver,
+  type DatabaseConnection,
+  type Driver,
+  type KyselyConfig,
+  type LogEvent,
+  type PostgresDialectConfig,
+  type TransactionSettings,
+} from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { DB } from './schema';
@@ -10,7 +21,10 @@ import { PGliteDialect, SessionLock } from './pglite-dialect';
 export interface SqlSession {
   exec(sql: string): Promise<void>;
   query<R>(sql: string, params?: unknown[]): Promise<R[]>;
-  /** A compiled query as a named prepared statement on this session (plain query on PGlite). */
+  /**
+   * A compiled query as a named prepared statement on this session, or as the protocol's unnamed
+   * statement when named statements are off (plain query on PGlite).
+   */
   prepared<R>(name: string, query: CompiledQuery): Promise<R[]>;
 }
 
@@ -24,13 +38,21 @@ export interface PoolStats {
 export interface Database {
   readonly db: Kysely<DB>;
   readonly kind: 'postgres' | 'pglite';
-  /** Run `fn` on one dedicated session (advisory locks, multi-statement migrations). */
+  /**
+   * Run `fn` on one dedicated connection. Behind a transaction pooler (`ROOST_DB_POOLER`) only a
+   * transaction keeps its server session: nothing may rely on session state between transactions
+   * (session advisory locks, `SET`, `LISTEN`, temporary tables, named statements).
+   */
   withSession<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
-  /** Run `fn` in a transaction on one session: committed when it resolves, rolled back when it throws. */
+  /**
+   * Run `fn` in a transaction on one session: committed when it resolves, rolled back when it
+   * throws. Behind a transaction pooler it starts with `SET LOCAL statement_timeout`.
+   */
   transaction<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
   /**
    * Run a hot query as a named prepared statement (parsed and planned once per connection instead
-   * of on every call). `name` must identify the SQL text. PGlite runs it as a plain query.
+   * of on every call), or unnamed when `ROOST_DB_PREPARED_STATEMENTS` is off. `name` must identify
+   * the SQL text. PGlite runs it as a plain query.
    */
   prepared<R>(name: string, query: CompiledQuery): Promise<R[]>;
   poolStats(): PoolStats;
@@ -40,12 +62,25 @@ export interface Database {
 const INT8_OID = 20;
 const parseInt8 = (value: string): number => Number(value);
 
+/**
+ * `none`: Roost talks to Postgres itself (or through a session pooler that passes startup
+ * parameters). `transaction`: through a transaction pooler (PgBouncer `pool_mode = transaction`),
+ * which hands each transaction, not each connection, a server session.
+ */
+export type Pooler = 'none' | 'transaction';
+
 export interface PostgresOptions {
   url: string;
   poolSize: number;
   statementTimeoutMs: number;
+  /** Default `none`. */
+  pooler?: Pooler;
+  /** Hot queries as named prepared statements (default: on without a pooler, off behind one). */
+  preparedStatements?: boolean;
   applicationName?: string;
   onPoolError?: (error: Error) => void;
+  /** A misconfiguration seen at run time (said once per kind, not per query). */
+  onWarning?: (message: string) => void;
   /** Called with the duration of every query (metrics). */
   onQuery?: (ms: number) => void;
 }
@@ -55,13 +90,30 @@ function queryLog(onQuery?: (ms: number) => void): KyselyConfig['log'] {
   return (event: LogEvent) => onQuery(event.queryDurationMillis);
 }
 
+/**
+ * SQLSTATEs of a named statement the server session does not have (26000) or already has (42P05):
+ * what a transaction pooler produces when statements are named, since the next transaction may run
+ * on another server session.
+ */
+const NAMED_STATEMENT_LOST = new Set(['26000', '42P05']);
+
 export function openPostgres(options: PostgresOptions): Database {
+  const pooler = options.pooler ?? 'none';
+  const named = options.preparedStatements ?? pooler === 'none';
+  // Without a pooler the timeout is a startup parameter: every statement of every session, at no
+  // cost. A transaction pooler refuses startup parameters it does not track (PgBouncer:
+  // "unsupported startup parameter") or drops them (ignore_startup_parameters), and a `SET` would
+  // leak to whichever client gets that server session next: Roost's own transactions start with
+  // `SET LOCAL` instead (in the same round trip as `begin`), and single statements run with the
+  // server's default for the role (checked at start: checkStatementTimeout in db.module.ts).
+  const setLocal = `set local statement_timeout = ${options.statementTimeoutMs}`;
+  const begin = pooler === 'none' ? 'begin' : `begin; ${setLocal}`;
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolSize,
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
-    statement_timeout: options.statementTimeoutMs,
+    ...(pooler === 'none' ? { statement_timeout: options.statementTimeoutMs } : {}),
     query_timeout: options.statementTimeoutMs + 1_000,
     application_name: options.applicationName ?? 'roost',
     types: {
@@ -76,7 +128,34 @@ export function openPostgres(options: PostgresOptions): Database {
   // (seen with Postgres stopped under a worker). The query that held it fails (mapped to 503) and
   // the pool drops the client on release, as it is no longer queryable.
   pool.on('connect', (client) => client.on('error', () => undefined));
-  const db = new Kysely<DB>({ dialect: new PostgresDialect({ pool }), log: queryLog(options.onQuery) });
+  const dialectConfig: PostgresDialectConfig = { pool };
+  const dialect = pooler === 'none' ? new PostgresDialect(dialectConfig) : new LocalTimeoutDialect(dialectConfig, setLocal);
+  const db = new Kysely<DB>({ dialect, log: queryLog(options.onQuery) });
+  let warnedLost = false;
+  const runPrepared = async <R>(
+    client: pg.Pool | pg.PoolClient,
+    name: string,
+    query: CompiledQuery,
+  ): Promise<R[]> => {
+    const start = performance.now();
+    const values = [...query.parameters];
+    try {
+      const result = await client.query(named ? { name, text: query.sql, values } : { text: query.sql, values });
+      options.onQuery?.(performance.now() - start);
+      return result.rows as R[];
+    } catch (error) {
+      if (named && !warnedLost && NAMED_STATEMENT_LOST.has((error as { code?: string }).code ?? '')) {
+        warnedLost = true;
+        const fix =
+          pooler === 'none'
+            ? 'DATABASE_URL looks like a transaction pooler: set ROOST_DB_POOLER=transaction'
+            : 'this pooler does not keep named statements across server sessions (PgBouncer before 1.21, or ' +
+              'max_prepared_statements = 0): set ROOST_DB_PREPARED_STATEMENTS=off';
+        options.onWarning?.(`named prepared statement "${name}" failed (${(error as Error).message}): ${fix}`);
+      }
+      throw error;
+    }
+  };
   const database: Database = {
     db,
     kind: 'postgres',
@@ -89,12 +168,7 @@ export function openPostgres(options: PostgresOptions): Database {
             await client.query(sql);
           },
           query: async <R>(sql: string, params: unknown[] = []) => (await client.query(sql, params)).rows as R[],
-          prepared: async <R>(name: string, query: CompiledQuery) => {
-            const start = performance.now();
-            const result = await client.query({ name, text: query.sql, values: [...query.parameters] });
-            options.onQuery?.(performance.now() - start);
-            return result.rows as R[];
-          },
+          prepared: <R>(name: string, query: CompiledQuery) => runPrepared<R>(client, name, query),
         });
       } catch (error) {
         // A connection-level failure must not go back to the pool.
@@ -104,19 +178,50 @@ export function openPostgres(options: PostgresOptions): Database {
         client.release(broken);
       }
     },
-    transaction: (fn) => database.withSession((session) => inTransaction(session, fn)),
-    prepared: async <R>(name: string, query: CompiledQuery) => {
-      const start = performance.now();
-      const result = await pool.query({ name, text: query.sql, values: [...query.parameters] });
-      options.onQuery?.(performance.now() - start);
-      return result.rows as R[];
-    },
+    transaction: (fn) => database.withSession((session) => inTransaction(session, fn, begin)),
+    prepared: <R>(name: string, query: CompiledQuery) => runPrepared<R>(pool, name, query),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
       await db.destroy();
     },
   };
   return database;
+}
+
+/**
+ * Kysely's Postgres dialect whose transactions start with `SET LOCAL statement_timeout` (in the
+ * same round trip as `begin`): the timeout a transaction pooler lets a client set.
+ */
+class LocalTimeoutDialect extends PostgresDialect {
+  constructor(
+    private readonly dialectConfig: PostgresDialectConfig,
+    private readonly setLocal: string,
+  ) {
+    super(dialectConfig);
+  }
+
+  override createDriver(): Driver {
+    return new LocalTimeoutDriver(this.dialectConfig, this.setLocal);
+  }
+}
+
+class LocalTimeoutDriver extends PostgresDriver {
+  constructor(
+    config: PostgresDialectConfig,
+    private readonly setLocal: string,
+  ) {
+    super(config);
+  }
+
+  override async beginTransaction(connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    if (settings.isolationLevel || settings.accessMode) {
+      await super.beginTransaction(connection, settings);
+      await connection.executeQuery(CompiledQuery.raw(this.setLocal));
+    } else {
+      // One simple-protocol message: the transaction and its timeout in one round trip.
+      await connection.executeQuery(CompiledQuery.raw(`begin; ${this.setLocal}`));
+    }
+  }
 }
 
 /** The embedded default: PGlite persisted under `dataDir/pgdata` (or in memory for `memory://`). */
@@ -158,8 +263,8 @@ export async function openPglite(dataDir: string | 'memory://', onQuery?: (ms: n
   return database;
 }
 
-async function inTransaction<T>(session: SqlSession, fn: (session: SqlSession) => Promise<T>): Promise<T> {
-  await session.exec('begin');
+async function inTransaction<T>(session: SqlSession, fn: (session: SqlSession) => Promise<T>, begin = 'begin'): Promise<T> {
+  await session.exec(begin);
   try {
     const result = await fn(session);
     await session.exec('commit');

@@ -1,5 +1,6 @@
 import { Global, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
-import { CONFIG, type Config } from '#config';
+import { sql } from 'kysely';
+import { CONFIG, ConfigError, type Config } from '#config';
 import { isUnavailable } from '#domain';
 import { Metrics } from '#metrics';
 import { AgentsRepository } from './agents.repository';
@@ -39,11 +40,49 @@ export async function openDatabase(config: Config, metrics?: Metrics): Promise<D
           url: config.databaseUrl,
           poolSize: config.db.poolSize,
           statementTimeoutMs: config.db.statementTimeoutMs,
+          pooler: config.db.pooler,
+          preparedStatements: config.db.preparedStatements,
           applicationName: `roost-${config.role}`,
           onQuery,
+          onWarning: (message) => logger.error(message),
         });
-  await migrateWhenReachable(database, config.db.startupWaitMs);
+  try {
+    await migrateWhenReachable(database, config.db.startupWaitMs);
+    if (database.kind === 'postgres') await checkStatementTimeout(database, config);
+  } catch (error) {
+    await database.close().catch(() => undefined);
+    throw error;
+  }
   return database;
+}
+
+/**
+ * The statement timeout Postgres applies to this connection's single statements, against the one
+ * configured. Without a pooler Roost sets it as a startup parameter, so a mismatch means a pooler
+ * dropped it (PgBouncer's `ignore_startup_parameters`): such a pooler also loses named statements
+ * between transactions, so start-up stops and says which setting is missing. Behind a transaction
+ * pooler Roost's own transactions set it with `SET LOCAL`, but single statements run with the
+ * server's default for the role: a warning when that is none or longer.
+ */
+async function checkStatementTimeout(database: Database, config: Config): Promise<void> {
+  const { rows } = await sql<{ setting: string }>`select setting from pg_settings where name = 'statement_timeout'`.execute(database.db);
+  const serverMs = Number(rows[0]?.setting);
+  const wanted = config.db.statementTimeoutMs;
+  if (config.db.pooler === 'none' && serverMs !== wanted) {
+    throw new ConfigError(
+      'ROOST_DB_POOLER',
+      `Postgres reports statement_timeout ${serverMs} ms where Roost asked for ${wanted} ms at connect: DATABASE_URL ` +
+        'goes through a pooler that drops startup parameters (PgBouncer ignore_startup_parameters?). Set ' +
+        'ROOST_DB_POOLER=transaction for a transaction pooler (see docs/operations.md)',
+    );
+  }
+  if (config.db.pooler === 'transaction' && (serverMs === 0 || serverMs > wanted)) {
+    logger.warn(
+      `behind the pooler, statements outside a transaction run with the role's statement_timeout (${serverMs === 0 ? 'none' : `${serverMs} ms`}), ` +
+        `not ROOST_DB_STATEMENT_TIMEOUT_MS (${wanted} ms): set it for the role (ALTER ROLE ... SET statement_timeout = '${wanted}ms') ` +
+        `or in the pooler's connect_query`,
+    );
+  }
 }
 
 /**
@@ -58,6 +97,15 @@ async function migrateWhenReachable(database: Database, waitMs: number): Promise
       await migrate(database);
       return;
     } catch (error) {
+      const message = (error as Error).message ?? '';
+      if (/unsupported startup parameter/i.test(message)) {
+        // PgBouncer refusing Roost's startup statement_timeout: waiting will not change that.
+        throw new ConfigError(
+          'ROOST_DB_POOLER',
+          `Postgres refused the connection (${message}): DATABASE_URL goes through a pooler; set ROOST_DB_POOLER=transaction ` +
+            'for a transaction pooler (see docs/operations.md)',
+        );
+      }
       if (!isUnavailable(error) || Date.now() + delay > deadline) throw error;
       logger.warn(`Postgres is not reachable yet (${(error as Error).message}); retrying in ${delay} ms`);
       await new Promise((resolve) => setTimeout(resolve, delay));

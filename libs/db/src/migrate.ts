@@ -30,41 +30,49 @@ export function loadMigrations(dir: string = migrationsDir()): Migration[] {
 }
 
 /**
- * Apply pending migrations in order, each in its own transaction, under a session advisory lock
- * so that nodes starting together apply each migration exactly once. Forward-only.
+ * Apply pending migrations in order, each in its own transaction under a transaction-level
+ * advisory lock, so that nodes starting together apply each migration exactly once. Forward-only.
+ *
+ * The lock is transaction-scoped (`pg_advisory_xact_lock`), never a session lock: behind a
+ * transaction pooler (PgBouncer `pool_mode = transaction`) consecutive transactions of one client
+ * may run on different server sessions, so a session lock would be taken on one, left held on it
+ * for whoever gets it next, and "released" on another. Each migration therefore re-reads
+ * `schema_migrations` under the lock before it applies anything.
  */
 export async function migrate(database: Database, migrations: Migration[] = loadMigrations()): Promise<string[]> {
-  return database.withSession(async (session) => {
-    await session.exec(`SELECT pg_advisory_lock(${MIGRATION_LOCK_KEY})`);
-    try {
-      await session.exec(
-        'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at bigint NOT NULL)',
-      );
-      const applied = new Set(
-        (await session.query<{ version: string }>('SELECT version FROM schema_migrations')).map((row) => row.version),
-      );
-      const done: string[] = [];
-      for (const migration of migrations) {
-        if (applied.has(migration.version)) continue;
-        await session.exec('BEGIN');
-        try {
-          await session.exec(migration.sql);
-          await session.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [
-            migration.version,
-            Date.now(),
-          ]);
-          await session.exec('COMMIT');
-        } catch (error) {
-          await session.exec('ROLLBACK');
-          throw new Error(`migration ${migration.version} failed: ${(error as Error).message}`);
-        }
-        done.push(migration.version);
-      }
-      return done;
-    } finally {
-      await session.exec(`SELECT pg_advisory_unlock(${MIGRATION_LOCK_KEY})`);
-    }
+  const lock = `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`;
+  const applied = await database.transaction(async (trx) => {
+    await trx.exec(lock);
+    await trx.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at bigint NOT NULL)');
+    const rows = await trx.query<{ version: string }>('SELECT version FROM schema_migrations');
+    return new Set(rows.map((row) => row.version));
   });
+  const done: string[] = [];
+  for (const migration of migrations) {
+    if (applied.has(migration.version)) continue;
+    const appliedHere = await database.transaction(async (trx) => {
+      await trx.exec(lock);
+      const rows = await trx.query('SELECT 1 FROM schema_migrations WHERE version = $1', [migration.version]);
+      if (rows.length > 0) return false; // another node applied it while this one waited
+      try {
+        await trx.exec(migration.sql);
+      } catch (error) {
+        throw migrationFailed(migration, error);
+      }
+      await trx.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [migration.version, Date.now()]);
+      return true;
+    });
+    if (appliedHere) done.push(migration.version);
+  }
+  return done;
+}
+
+/** The migration's own SQL failed: name it, and keep the SQLSTATE (a connection loss stays a 503). */
+function migrationFailed(migration: Migration, error: unknown): Error {
+  const wrapped = new Error(`migration ${migration.version} failed: ${(error as Error).message}`, { cause: error });
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') Object.assign(wrapped, { code });
+  return wrapped;
 }
 
 /** True when every migration of this build is applied (readiness). */
