@@ -22,7 +22,7 @@ interface Run {
 function run(env: Record<string, string>): Promise<Run> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ROOST_MAIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [ROOST_MAIN], { env: { PATH: process.env.PATH ?? '', ROOST_METRICS_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
