@@ -148,7 +148,12 @@ export class RedisServer {
   }
 
   static async start(): Promise<RedisServer> {
-    const server = new RedisServer(await freePort());
+    return RedisServer.startOn(await freePort());
+  }
+
+  /** On a given port (a test that points a process at it before it runs). */
+  static async startOn(port: number): Promise<RedisServer> {
+    const server = new RedisServer(port);
     await server.start();
     return server;
   }
