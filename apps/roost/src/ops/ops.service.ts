@@ -10,6 +10,8 @@ import { Metrics } from '#metrics';
 const WATCH_INTERVAL_MS = 2_000;
 /** A check that takes longer than this counts as down (a probe must answer before its timeout). */
 const CHECK_TIMEOUT_MS = 2_000;
+/** A dependency not yet seen up this long after start is still connecting, not "unreachable". */
+const CONNECT_GRACE_MS = 5_000;
 /** Metrics read from Redis at scrape wait at most this long; the rest of the scrape still answers. */
 const SCRAPE_READ_TIMEOUT_MS = 1_000;
 
@@ -33,6 +35,7 @@ export class OpsService implements OnModuleInit, OnApplicationShutdown {
   private readonly started = Date.now();
   private readonly migrations = loadMigrations();
   private readonly down = new Map<Dependency, number>();
+  private readonly seenUp = new Set<Dependency>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -79,7 +82,10 @@ export class OpsService implements OnModuleInit, OnApplicationShutdown {
   private note(dependency: Dependency, up: boolean): void {
     this.metrics.dependencyUp.set({ dependency }, up ? 1 : 0);
     const since = this.down.get(dependency);
+    if (up) this.seenUp.add(dependency);
     if (!up && since === undefined) {
+      // Connections open in the background: a first check may come before they are up.
+      if (!this.seenUp.has(dependency) && Date.now() - this.started < CONNECT_GRACE_MS) return;
       this.down.set(dependency, Date.now());
       this.logger.warn(`${dependency} unreachable${dependency === 'redis' && this.config.role !== 'worker' ? ' (still serving: push falls back to backfill from Postgres)' : ''}`);
     } else if (up && since !== undefined) {
