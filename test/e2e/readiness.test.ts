@@ -298,7 +298,13 @@ describe('/readyz follows Postgres (and Redis for the worker); POST /messages du
     expect(sent.status).toBe(202);
 
     await redisProxy.up();
-    const back = await untilReady(proxied, 200);
+    // api and gateway answered 200 throughout: wait until every node sees Redis again.
+    const deadline = Date.now() + 20_000;
+    let back = await Promise.all(proxied.map(readyz));
+    while (!back.every((a) => a.status === 200 && a.body?.checks?.redis === true) && Date.now() < deadline) {
+      await sleep(100);
+      back = await Promise.all(proxied.map(readyz));
+    }
     for (const answer of back) expect(answer.body).toEqual({ ok: true, checks: { postgres: true, redis: true } });
     expect(await inboxIds(checker, dave)).toEqual([sent.id]);
   });
