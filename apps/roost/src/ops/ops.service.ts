@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { Injectable, Logger, Optional, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { Injectable, Logger, Optional, type BeforeApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { FrameBus } from '#bus';
 import { InjectConfig, type Config } from '#config';
 import { InjectDatabase, loadMigrations, migrationsApplied, type Database } from '#db';
@@ -30,13 +30,14 @@ export interface Readiness {
  * Postgres), so there Redis shows in `checks` and `roost_dependency_up`, not as 503.
  */
 @Injectable()
-export class OpsService implements OnModuleInit, OnApplicationShutdown {
+export class OpsService implements OnModuleInit, BeforeApplicationShutdown {
   private readonly logger = new Logger('dependencies');
   private readonly started = Date.now();
   private readonly migrations = loadMigrations();
   private readonly down = new Map<Dependency, number>();
   private readonly seenUp = new Set<Dependency>();
   private timer: NodeJS.Timeout | undefined;
+  private stopping = false;
 
   constructor(
     @InjectConfig() private readonly config: Config,
@@ -52,8 +53,10 @@ export class OpsService implements OnModuleInit, OnApplicationShutdown {
     this.timer = setInterval(() => void this.readiness(), WATCH_INTERVAL_MS).unref();
   }
 
-  onApplicationShutdown(): void {
+  /** Before pools and connections close, so closing them is not taken for an outage. */
+  beforeApplicationShutdown(): void {
     clearInterval(this.timer);
+    this.stopping = true;
   }
 
   health() {
@@ -80,6 +83,7 @@ export class OpsService implements OnModuleInit, OnApplicationShutdown {
 
   /** The gauge always; a log line only when a dependency goes away or comes back. */
   private note(dependency: Dependency, up: boolean): void {
+    if (this.stopping) return;
     this.metrics.dependencyUp.set({ dependency }, up ? 1 : 0);
     const since = this.down.get(dependency);
     if (up) this.seenUp.add(dependency);
