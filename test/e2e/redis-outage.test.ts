@@ -271,6 +271,8 @@ describe('ROOST_ROLE=all with REDIS_URL at a dead Redis', () => {
     expect(first.status).toBe(202);
     await socket.until(() => socket.ids.includes(first.id), 15_000, 'the envelope sent while Redis is down');
 
+    // The outage is logged (once the start-up grace for connecting is over), once.
+    await until('the outage logged', async () => logLines(node!, /^redis unreachable/).length, (n) => n > 0, 20_000);
     // Redis comes up: the bus, the job queue and the limiter connect by themselves.
     redis = await RedisServer.startOn(port);
     await until('redis back', () => readyz(node!), (r) => r.body?.checks?.redis === true);
