@@ -55,6 +55,7 @@ describe('configuration errors stop the real binary with exit 78 and name the va
   const cases: Array<[string, () => Record<string, string>, string]> = [
     ['PORT=abc', () => ({ ...shared(), PORT: 'abc' }), 'PORT'],
     ['PORT=70000', () => ({ ...shared(), PORT: '70000' }), 'PORT'],
+    ['ROOST_METRICS_PORT=PORT', () => ({ ...shared(), PORT: '8025', ROOST_METRICS_PORT: '8025' }), 'ROOST_METRICS_PORT'],
     ['DATABASE_URL=mysql://x', () => ({ ...shared(), DATABASE_URL: 'mysql://user:hunter2-db-password@x/db' }), 'DATABASE_URL'],
     ['DATABASE_URL not a URL', () => ({ ...shared(), DATABASE_URL: 'not a url' }), 'DATABASE_URL'],
     ['ROOST_ROLE=nope', () => ({ ...shared(), ROOST_ROLE: 'nope' }), 'ROOST_ROLE'],
