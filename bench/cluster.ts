@@ -68,7 +68,7 @@ export class RoostNode {
   async start(timeoutMs = 60_000): Promise<void> {
     const nodeArgs = profileArgs(`${this.role}-${this.port}`);
     const child = spawn('/bin/bash', ['-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, ...nodeArgs, MAIN], {
-      env: { ...process.env, ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
+      env: { ...process.env, ROOST_METRICS_PORT: '0', ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;

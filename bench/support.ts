@@ -66,7 +66,7 @@ export async function startOperatorProcess(env: Record<string, string>): Promise
   const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
   const main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
   const child = spawn(process.execPath, [...profileArgs(`operator-${port}`), main], {
-    env: { ...process.env, ROOST_ADMIN_TOKEN: adminToken, PORT: String(port), ROOST_LOG_LEVEL: 'warn', ROOST_RATE_LIMIT_PER_S: '0', ...env },
+    env: { ...process.env, ROOST_ADMIN_TOKEN: adminToken, PORT: String(port), ROOST_LOG_LEVEL: 'warn', ROOST_RATE_LIMIT_PER_S: '0', ROOST_METRICS_PORT: '0', ...env },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;

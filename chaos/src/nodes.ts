@@ -46,7 +46,7 @@ export class Node {
     this.options = {
       name,
       script,
-      env: { ...env, ROOST_ROLE: role, ROOST_HOST: '127.0.0.1' },
+      env: { ROOST_METRICS_PORT: '0', ...env, ROOST_ROLE: role, ROOST_HOST: '127.0.0.1' },
       port,
       startTimeoutMs: 30_000,
       keepLines,

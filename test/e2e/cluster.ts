@@ -82,7 +82,7 @@ export class RoostProcess {
   async start(timeoutMs = 30_000): Promise<void> {
     if (this.running) throw new Error(`${this.name} is already running`);
     const child = spawn(process.execPath, [MAIN], {
-      env: { PATH: process.env.PATH ?? '', ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
+      env: { PATH: process.env.PATH ?? '', ROOST_METRICS_PORT: '0', ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
@@ -148,7 +148,12 @@ export class RedisServer {
   }
 
   static async start(): Promise<RedisServer> {
-    const server = new RedisServer(await freePort());
+    return RedisServer.startOn(await freePort());
+  }
+
+  /** On a given port (a test that points a process at it before it runs). */
+  static async startOn(port: number): Promise<RedisServer> {
+    const server = new RedisServer(port);
     await server.start();
     return server;
   }

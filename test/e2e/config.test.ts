@@ -22,7 +22,7 @@ interface Run {
 function run(env: Record<string, string>): Promise<Run> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ROOST_MAIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [ROOST_MAIN], { env: { PATH: process.env.PATH ?? '', ROOST_METRICS_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -55,6 +55,7 @@ describe('configuration errors stop the real binary with exit 78 and name the va
   const cases: Array<[string, () => Record<string, string>, string]> = [
     ['PORT=abc', () => ({ ...shared(), PORT: 'abc' }), 'PORT'],
     ['PORT=70000', () => ({ ...shared(), PORT: '70000' }), 'PORT'],
+    ['ROOST_METRICS_PORT=PORT', () => ({ ...shared(), PORT: '8025', ROOST_METRICS_PORT: '8025' }), 'ROOST_METRICS_PORT'],
     ['DATABASE_URL=mysql://x', () => ({ ...shared(), DATABASE_URL: 'mysql://user:hunter2-db-password@x/db' }), 'DATABASE_URL'],
     ['DATABASE_URL not a URL', () => ({ ...shared(), DATABASE_URL: 'not a url' }), 'DATABASE_URL'],
     ['ROOST_ROLE=nope', () => ({ ...shared(), ROOST_ROLE: 'nope' }), 'ROOST_ROLE'],

@@ -75,6 +75,7 @@ beforeAll(async () => {
       ROOST_RATE_LIMIT_PER_S: '0',
       PORT: String(port),
       ROOST_HOST: '127.0.0.1',
+      ROOST_METRICS_PORT: '0',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

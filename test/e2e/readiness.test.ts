@@ -11,7 +11,7 @@ import { RedisServer } from './cluster';
 /**
  * Readiness and shutdown of real operator processes (`node dist/apps/roost/src/main.js`):
  *
- * - `/readyz` follows Postgres and Redis: each process reaches them through a loopback TCP proxy
+ * - `/readyz` follows Postgres (every role) and Redis (the worker only; api and gateway report it): each process reaches them through a loopback TCP proxy
  *   written here, and a dependency "stops" when its proxy drops every connection and refuses new
  *   ones, and "starts" when it listens again (the machine's services are never touched; Redis is a
  *   private `redis-server` behind its proxy). While Postgres is away `POST /messages` answers 503,
@@ -160,7 +160,7 @@ async function createAgent(client: TestClient, adminToken: string, handle: strin
   return reply.body.token as string;
 }
 
-describe('/readyz follows Postgres and Redis; POST /messages during a Postgres outage', () => {
+describe('/readyz follows Postgres (and Redis for the worker); POST /messages during a Postgres outage', () => {
   let database: { url: string; drop: () => Promise<void> };
   let redis: RedisServer;
   let pgProxy: TcpProxy;
@@ -279,22 +279,32 @@ describe('/readyz follows Postgres and Redis; POST /messages during a Postgres o
     expect(await inboxIds(checker, bob)).toEqual([before.id, ids[0]]);
   });
 
-  it('503 while Redis is down (checks.redis false), 200 once it is back; Postgres stays the truth meanwhile', async () => {
-    const [api] = proxied;
+  it('Redis down: api and gateway stay ready (checks.redis false), the worker answers 503; all 200 once it is back', async () => {
+    const [api, gateway, worker] = proxied;
     const checker = new TestClient(direct!.url);
     const carol = await createAgent(checker, adminToken, '@rz.carol');
     const dave = await createAgent(checker, adminToken, '@rz.dave');
     await untilReady(proxied, 200);
 
     await redisProxy.down();
-    const down = await untilReady(proxied, 503);
-    for (const answer of down) expect(answer.body).toEqual({ ok: false, checks: { postgres: true, redis: false } });
+    // The worker's job queue is Redis: it cannot do its job. api and gateway can (Postgres only).
+    const [down] = await untilReady([worker], 503);
+    expect(down.body).toEqual({ ok: false, checks: { postgres: true, redis: false } });
+    for (const node of [api, gateway]) {
+      expect(await readyz(node)).toEqual({ status: 200, body: { ok: true, checks: { postgres: true, redis: false } } });
+    }
     // Accepting needs Postgres only: the commit is the acknowledgement, the frame is best effort.
     const sent = await postMessage(api.url, carol, '@rz.dave', 1);
     expect(sent.status).toBe(202);
 
     await redisProxy.up();
-    const back = await untilReady(proxied, 200);
+    // api and gateway answered 200 throughout: wait until every node sees Redis again.
+    const deadline = Date.now() + 20_000;
+    let back = await Promise.all(proxied.map(readyz));
+    while (!back.every((a) => a.status === 200 && a.body?.checks?.redis === true) && Date.now() < deadline) {
+      await sleep(100);
+      back = await Promise.all(proxied.map(readyz));
+    }
     for (const answer of back) expect(answer.body).toEqual({ ok: true, checks: { postgres: true, redis: true } });
     expect(await inboxIds(checker, dave)).toEqual([sent.id]);
   });

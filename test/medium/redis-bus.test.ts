@@ -55,3 +55,76 @@ describe('RedisFrameBus.publish', () => {
     await redis.del(bus.streamKey(2));
   });
 });
+
+/** What /metrics reads from the bus at scrape: each partition's length and a holder's read lag. */
+describe('RedisFrameBus.stats', () => {
+  const prefix = `roost-test:${ulid()}:`;
+  let holder: RedisFrameBus;
+  let publisher: RedisFrameBus;
+  let redis: Redis;
+
+  const ready = async (bus: RedisFrameBus) => {
+    const commands = (bus as unknown as { commands: Redis }).commands;
+    if (commands.status !== 'ready') await new Promise((resolve) => commands.once('ready', resolve));
+  };
+
+  beforeAll(async () => {
+    holder = new RedisFrameBus({ url: testRedisUrl(), prefix, partitions: 4, maxLen: 1000 });
+    publisher = new RedisFrameBus({ url: testRedisUrl(), prefix, partitions: 4, maxLen: 1000 });
+    redis = new Redis(testRedisUrl());
+    await Promise.all([ready(holder), ready(publisher)]);
+  });
+
+  afterAll(async () => {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+    await holder.close();
+    await publisher.close();
+  });
+
+  const delivery = (mailboxId: number, seq: number) => ({
+    committed_at: Date.now(),
+    frames: [{ mailbox_id: mailboxId, seq, envelope_id: ulid(), created_at: 1000 + seq, header: '{}' }],
+    monitor: [],
+  });
+
+  it('reports every partition length, and the entries a holder has not read yet (held partitions only)', async () => {
+    await publisher.publish(delivery(6, 1)); // partition 2, before the hold: not lag
+    expect(await holder.stats()).toEqual([
+      { partition: 0, length: 0 },
+      { partition: 1, length: 0 },
+      { partition: 2, length: 1 },
+      { partition: 3, length: 0 },
+    ]);
+    // A holder that reads nothing (no subscriber, so no read loop): every later entry is lag.
+    await holder.hold(2);
+    for (let seq = 2; seq <= 8; seq++) await publisher.publish(delivery(6, seq));
+    await publisher.publish(delivery(5, 1)); // partition 1, not held
+    const stats = await holder.stats();
+    expect(stats[2]).toEqual({ partition: 2, length: 8, lagEntries: 7 });
+    expect(stats[1]).toEqual({ partition: 1, length: 1 });
+    holder.release(2);
+    expect((await holder.stats())[2]).toEqual({ partition: 2, length: 8 });
+  });
+
+  it('a subscribed holder that keeps up shows no lag', async () => {
+    const seen: number[] = [];
+    holder.subscribe({ onFrame: (frame) => seen.push(frame.seq), onMonitor: () => undefined, onControl: () => undefined, onResync: () => undefined });
+    await holder.hold(7); // partition 3
+    for (let seq = 1; seq <= 5; seq++) await publisher.publish(delivery(7, seq));
+    const deadline = Date.now() + 5_000;
+    while (seen.length < 5 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(seen).toEqual([1, 2, 3, 4, 5]);
+    expect((await holder.stats())[3]).toEqual({ partition: 3, length: 5, lagEntries: 0 });
+  });
+
+  it('fails (the scrape then drops the series) when Redis does not answer', async () => {
+    const dead = new RedisFrameBus({ url: 'redis://127.0.0.1:1', prefix, partitions: 2, maxLen: 1000 });
+    try {
+      await expect(dead.stats()).rejects.toThrow();
+    } finally {
+      await dead.close();
+    }
+  });
+});

@@ -30,7 +30,7 @@ describe('request log context', () => {
   beforeAll(async () => {
     const database = await createTestDatabase();
     drop = database.drop;
-    const config = loadConfig({ DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'info', ROOST_RATE_LIMIT_PER_S: '0', PORT: '0' });
+    const config = loadConfig({ DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'info', ROOST_RATE_LIMIT_PER_S: '0', PORT: '0', ROOST_METRICS_PORT: '0' });
     app = (await buildRoostApp(config, createLogger(config, sink))).app;
     await app.listen({ port: 0, host: '127.0.0.1' });
     client = new TestClient(`http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`);

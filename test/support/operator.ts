@@ -48,6 +48,8 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Test
     // Tests send in bursts; the limiter has its own tests, which set the limit explicitly.
     ROOST_RATE_LIMIT_PER_S: '0',
     PORT: '0',
+    // No metrics listener unless a test asks for one: /metrics stays on the main port.
+    ROOST_METRICS_PORT: '0',
     ...(databaseUrl && backend === 'postgres' ? { DATABASE_URL: databaseUrl } : {}),
     ...(dataDir ? { ROOST_DATA_DIR: dataDir } : {}),
     ...(options.redis && backend === 'postgres'

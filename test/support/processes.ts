@@ -99,7 +99,8 @@ export class TestProcess {
     if (this.running) throw new Error(`${this.name} is already running`);
     const { script = ROOST_MAIN, args = [], env } = this.options;
     const child = spawn(process.execPath, [script, ...args], {
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...env, PORT: String(this.port) },
+      // No metrics listener unless a test asks for one (ROOST_METRICS_PORT): its default port would collide.
+      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ROOST_METRICS_PORT: '0', ...env, PORT: String(this.port) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;

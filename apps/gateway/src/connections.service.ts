@@ -391,6 +391,10 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     if (connection.closed) return;
     connection.closed = true;
     this.metrics.wsClosed.inc({ reason: metric });
+    if (code === CLOSE_SLOW_CONSUMER) {
+      this.metrics.slowConsumerCloses.inc();
+      this.logger.debug(`socket closed 4008 (slow consumer): ${connection.ws.bufferedAmount} bytes unsent, bound ${this.config.gateway.maxBufferedBytes}`);
+    }
     try {
       connection.ws.close(code, reason);
     } catch {

@@ -4,7 +4,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { Logger } from 'pino';
 import type { Config } from '#config';
 import { AuthService } from '#core';
-import { AsmtpErrorFilter, createHttpAdapter, createLogger, observeRequests, PinoNestLogger } from '#http';
+import { AsmtpErrorFilter, createHttpAdapter, createLogger, observeRequests, PinoNestLogger, type HttpDrain } from '#http';
 import { Metrics } from '#metrics';
 import { RoostWsAdapter } from '../../gateway/src/ws-adapter';
 import { RoostModule } from './roost.module';
@@ -14,6 +14,8 @@ export interface RoostApp {
   logger: Logger;
   /** Refuse new WebSocket upgrades (the first step of a drain). */
   drainSockets(): void;
+  /** Refuse new HTTP requests (503, Connection: close) and learn when the earlier ones are answered. */
+  drain: HttpDrain;
 }
 
 /** Build (not yet listening) the application for `config`. Tests and main share this. */
@@ -22,7 +24,7 @@ export async function createRoostApp(config: Config): Promise<NestFastifyApplica
 }
 
 export async function buildRoostApp(config: Config, logger: Logger = createLogger(config)): Promise<RoostApp> {
-  const { adapter, routes } = createHttpAdapter({ requestTimeoutMs: config.http.requestTimeoutMs });
+  const { adapter, routes, drain } = createHttpAdapter({ requestTimeoutMs: config.http.requestTimeoutMs });
   const app = await NestFactory.create<NestFastifyApplication>(RoostModule.forRoot(config), adapter, {
     logger: config.logLevel === 'silent' ? false : new PinoNestLogger(logger),
     bodyParser: false,
@@ -35,5 +37,5 @@ export async function buildRoostApp(config: Config, logger: Logger = createLogge
     ws = new RoostWsAdapter(app, app.get(AuthService), config.gateway.maxClientFrameBytes);
     app.useWebSocketAdapter(ws);
   }
-  return { app, logger, drainSockets: () => ws?.drain() };
+  return { app, logger, drainSockets: () => ws?.drain(), drain };
 }

@@ -3,31 +3,37 @@ import { ensureAdminToken } from './admin-token';
 import { buildRoostApp, type RoostApp } from './bootstrap';
 
 /**
- * Graceful shutdown on SIGTERM/SIGINT (every role): refuse new sockets and requests, close open
- * sockets with 1012, let in-flight requests finish (bounded by ROOST_SHUTDOWN_TIMEOUT_MS), close
- * pools and queues, exit 0. A second signal or the timeout exits 1 at once.
+ * Graceful shutdown on SIGTERM/SIGINT (every role): refuse new sockets, answer new requests 503 with
+ * `Connection: close` while the listener stays open, wait for the requests already in flight, then
+ * close open sockets with 1012, pools and queues, and exit 0 as soon as that is done. A second
+ * signal, or ROOST_SHUTDOWN_TIMEOUT_MS passing, exits 1 at once.
  */
 function drainOnSignals(roost: RoostApp, config: Config): void {
   let draining = false;
   const drain = (signal: NodeJS.Signals) => {
     if (draining) process.exit(1);
     draining = true;
+    const since = Date.now();
     roost.logger.info({ signal }, 'draining');
     roost.drainSockets();
+    roost.drain.begin();
     const deadline = setTimeout(() => {
       roost.logger.error({ timeout_ms: config.http.shutdownTimeoutMs }, 'drain timed out');
+      roost.logger.flush?.();
       process.exit(1);
     }, config.http.shutdownTimeoutMs);
     deadline.unref();
-    roost.app
-      .close()
+    roost.drain
+      .settled()
+      .then(() => roost.app.close())
       .then(() => {
-        roost.logger.info('stopped');
+        roost.logger.info({ ms: Date.now() - since }, 'stopped');
         roost.logger.flush?.();
         process.exit(0);
       })
       .catch((error: unknown) => {
         roost.logger.error({ err: error }, 'shutdown failed');
+        roost.logger.flush?.();
         process.exit(1);
       });
   };

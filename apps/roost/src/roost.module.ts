@@ -6,8 +6,10 @@ import { BusModule } from '#bus';
 import { ConfigModule, type Config, type Role } from '#config';
 import { CoreModule } from '#core';
 import { DbModule } from '#db';
-import { OpsController } from '#http';
 import { MetricsModule } from '#metrics';
+import { MetricsListener } from './ops/metrics.listener';
+import { MetricsController, OpsController } from './ops/ops.controller';
+import { OpsService } from './ops/ops.service';
 
 const ROLE_MODULES: Record<Exclude<Role, 'all'>, Type[]> = {
   api: [ApiModule],
@@ -29,7 +31,9 @@ export class RoostModule {
     return {
       module: RoostModule,
       imports: [ConfigModule.forRoot(config), MetricsModule, DbModule, BusModule, CoreModule, ...roleModules(config.role)],
-      controllers: [OpsController],
+      // /metrics on the main port only when no metrics listener is configured.
+      controllers: config.metricsPort === 0 ? [OpsController, MetricsController] : [OpsController],
+      providers: [OpsService, MetricsListener],
     };
   }
 }

@@ -37,6 +37,15 @@ export interface FrameSubscriber {
   onResync(): void;
 }
 
+/** One partition stream as a metrics scrape sees it. */
+export interface StreamStats {
+  partition: number;
+  /** Entries in the stream (XLEN). */
+  length: number;
+  /** Entries after the last one this process read; only for partitions it holds (a gateway). */
+  lagEntries?: number;
+}
+
 /**
  * The frame bus port: api nodes publish after commit, gateways subscribe to the mailboxes whose
  * sockets they hold. Adapters: Redis Streams (production) and in-process (embedded). Publishing is
@@ -59,4 +68,6 @@ export abstract class FrameBus {
   abstract trim(maxAgeMs: number): Promise<number>;
   /** Is the bus's own dependency reachable (readiness)? */
   abstract ready(): Promise<boolean>;
+  /** Length (and, where held, read lag) of each partition stream; empty without streams. */
+  abstract stats(): Promise<StreamStats[]>;
 }

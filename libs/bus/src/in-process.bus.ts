@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber } from './bus';
+import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber, type StreamStats } from './bus';
 
 /** The embedded default: api and gateway share one process, so frames are handed over directly. */
 @Injectable()
@@ -32,5 +32,9 @@ export class InProcessFrameBus extends FrameBus {
 
   async ready(): Promise<boolean> {
     return true;
+  }
+
+  async stats(): Promise<StreamStats[]> {
+    return []; // frames are handed over, never queued
   }
 }

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
-import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber, type HeaderFrame } from './bus';
+import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber, type HeaderFrame, type StreamStats } from './bus';
 
 export interface RedisBusOptions {
   url: string;
@@ -23,6 +23,13 @@ interface PublishBatch {
   commands: number;
   waiters: Array<{ first: number; end: number; resolve: () => void; reject: (error: unknown) => void }>;
 }
+
+/**
+ * Entries of a stream after an id, counted on the server (only the count travels), up to a cap so
+ * a far-behind reader costs Redis a bounded scan.
+ */
+const COUNT_AFTER = `return #redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))`;
+const LAG_COUNT_CAP = 10_000;
 
 const READ_BLOCK_MS = 250;
 const READ_COUNT = 1000;
@@ -59,6 +66,7 @@ export class RedisFrameBus extends FrameBus {
       lazyConnect: false,
     });
     this.commands.on('error', () => undefined); // surfaced through failed commands and readiness
+    this.commands.defineCommand('roostCountAfter', { numberOfKeys: 1, lua: COUNT_AFTER });
   }
 
   streamKey(partition: number): string {
@@ -234,6 +242,22 @@ export class RedisFrameBus extends FrameBus {
     } catch {
       return false;
     }
+  }
+
+  async stats(): Promise<StreamStats[]> {
+    const pipeline = this.commands.pipeline();
+    for (let partition = 0; partition < this.options.partitions; partition++) pipeline.xlen(this.streamKey(partition));
+    const held = [...this.lastIds].filter(([partition]) => this.heldPartitions.has(partition));
+    for (const [partition, lastId] of held) {
+      (pipeline as unknown as { roostCountAfter(key: string, id: string, cap: number): void }).roostCountAfter(this.streamKey(partition), lastId, LAG_COUNT_CAP);
+    }
+    const results = (await pipeline.exec()) ?? [];
+    const failed = results.find(([error]) => error !== null);
+    if (failed) throw failed[0];
+    const stats: StreamStats[] = [];
+    for (let partition = 0; partition < this.options.partitions; partition++) stats.push({ partition, length: Number(results[partition][1]) });
+    held.forEach(([partition], i) => (stats[partition].lagEntries = Number(results[this.options.partitions + i][1])));
+    return stats;
   }
 
   private async readLoop(): Promise<void> {

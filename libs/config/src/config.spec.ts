@@ -44,6 +44,7 @@ describe('loadConfig: defaults (embedded)', () => {
     expect(config.logLevel).toBe('info');
     expect(config.redisPrefix).toBe('roost:');
     expect(config.db.poolSize).toBe(20);
+    expect(config.metricsPort).toBe(9464);
   });
 
   it('treats empty variables as unset', () => {
@@ -85,6 +86,12 @@ describe('loadConfig: explicit values', () => {
   it('strips trailing slashes from ROOST_PUBLIC_URL and follows PORT in the default', () => {
     expect(loadConfig({ ROOST_PUBLIC_URL: 'https://roost.example/v1//' }).publicUrl).toBe('https://roost.example/v1');
     expect(loadConfig({ PORT: '3000' }).publicUrl).toBe('http://127.0.0.1:3000');
+  });
+
+  it('ROOST_METRICS_PORT: 0 keeps /metrics on PORT; any other free port is a second listener', () => {
+    expect(loadConfig({ ROOST_METRICS_PORT: '0' }).metricsPort).toBe(0);
+    expect(loadConfig({ ROOST_METRICS_PORT: '9100', PORT: '8025' }).metricsPort).toBe(9100);
+    expect(loadConfig({ ROOST_METRICS_PORT: '0', PORT: '0' }).metricsPort).toBe(0);
   });
 
   it('accepts PORT 0 (ephemeral, tests) and 65535', () => {
@@ -143,6 +150,9 @@ describe('loadConfig: each invalid variable gives a ConfigError naming it', () =
     ['ROOST_ACCEPT_BATCH_MAX=0', 'ROOST_ACCEPT_BATCH_MAX', { ROOST_ACCEPT_BATCH_MAX: '0' }],
     ['ROOST_ACCEPT_WRITERS=65', 'ROOST_ACCEPT_WRITERS', { ROOST_ACCEPT_WRITERS: '65' }],
     ['ROOST_HTTP_REQUEST_TIMEOUT_MS=x', 'ROOST_HTTP_REQUEST_TIMEOUT_MS', { ROOST_HTTP_REQUEST_TIMEOUT_MS: 'x' }],
+    ['ROOST_METRICS_PORT=70000', 'ROOST_METRICS_PORT', { ROOST_METRICS_PORT: '70000' }],
+    ['ROOST_METRICS_PORT=x', 'ROOST_METRICS_PORT', { ROOST_METRICS_PORT: 'x' }],
+    ['ROOST_METRICS_PORT equal to PORT', 'ROOST_METRICS_PORT', { ROOST_METRICS_PORT: '8025', PORT: '8025' }],
     ['ROOST_SHUTDOWN_TIMEOUT_MS=-5', 'ROOST_SHUTDOWN_TIMEOUT_MS', { ROOST_SHUTDOWN_TIMEOUT_MS: '-5' }],
   ])('%s → ConfigError(%s)', (_what, variable, env) => {
     const error = configError(env);

@@ -9,6 +9,11 @@ export interface Config {
   role: Role;
   host: string;
   port: number;
+  /**
+   * Port of the second listener that serves `/metrics`, `/healthz` and `/readyz` on `host`, where
+   * the Ingress never routes; 0 = no second listener, `/metrics` stays on `port`.
+   */
+  metricsPort: number;
   /** Base URL clients use; file URLs start with it (ASMTP.md §7.2). */
   publicUrl: string;
   network: string;
@@ -160,6 +165,10 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('REDIS_URL', `ROOST_ROLE=${role} needs Redis to reach the other roles`);
   }
   const port = integer(env, 'PORT', 8025, 0, 65535);
+  const metricsPort = integer(env, 'ROOST_METRICS_PORT', 9464, 0, 65535);
+  if (metricsPort !== 0 && metricsPort === port) {
+    throw new ConfigError('ROOST_METRICS_PORT', `must differ from PORT (${port}); 0 serves /metrics on PORT`);
+  }
   const host = text(env, 'ROOST_HOST', embedded ? '127.0.0.1' : '0.0.0.0');
   const publicUrl = (url(env, 'ROOST_PUBLIC_URL', ['http:', 'https:']) ?? `http://127.0.0.1:${port}`).replace(/\/+$/, '');
 
@@ -187,6 +196,7 @@ export function loadConfig(env: Env = process.env): Config {
     role,
     host,
     port,
+    metricsPort,
     publicUrl,
     network,
     version: PACKAGE_VERSION,

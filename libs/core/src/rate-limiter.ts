@@ -38,6 +38,8 @@ export class RateLimiter implements OnApplicationShutdown {
   private readonly perSecond: number;
   private readonly burst: number;
   private readonly prefix: string;
+  /** Redis is failing: logged once when it starts failing and once when it answers again. */
+  private unavailable = false;
 
   constructor(
     @InjectConfig() config: Config,
@@ -68,10 +70,18 @@ export class RateLimiter implements OnApplicationShutdown {
   private async takeShared(agentId: number): Promise<number> {
     try {
       const redis = this.redis as Redis & { roostTokenBucket(key: string, rate: number, burst: number): Promise<number> };
-      return Number(await redis.roostTokenBucket(`${this.prefix}${agentId}`, this.perSecond, this.burst));
+      const waitMs = Number(await redis.roostTokenBucket(`${this.prefix}${agentId}`, this.perSecond, this.burst));
+      if (this.unavailable) {
+        this.unavailable = false;
+        this.logger.warn('rate limiter: Redis answers again, limits enforced');
+      }
+      return waitMs;
     } catch (error) {
       this.metrics.redisErrors.inc({ component: 'rate_limit' });
-      this.logger.warn(`rate limiter unavailable, request allowed: ${(error as Error).message}`);
+      if (!this.unavailable) {
+        this.unavailable = true;
+        this.logger.warn(`rate limiter unavailable, requests allowed until Redis answers: ${(error as Error).message}`);
+      }
       return 0;
     }
   }

@@ -15,7 +15,7 @@ export interface HttpAdapterOptions {
  * Fastify tuned to ASMTP's routing rules: exact paths (no trailing-slash tolerance), case-
  * sensitive, no automatic HEAD routes, raw bodies read by Roost, long handle segments allowed.
  */
-export function createHttpAdapter(options: HttpAdapterOptions): { adapter: FastifyAdapter; routes: RouteTable } {
+export function createHttpAdapter(options: HttpAdapterOptions): { adapter: FastifyAdapter; routes: RouteTable; drain: HttpDrain } {
   useCurrentAsyncResourceBind(); // Fastify binds a callback per request body: the Node 20 bind is slow
   const adapter = new FastifyAdapter({
     routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, caseSensitive: true, maxParamLength: 2048 },
@@ -58,28 +58,62 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
     response.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
     response.end(body);
   });
-  refuseWhileClosing(fastify);
+  const drain = refuseWhileDraining(fastify);
   const routes = new RouteTable();
   routes.attach(fastify);
   registerRawBodyParser(fastify);
-  return { adapter, routes };
+  return { adapter, routes, drain };
+}
+
+/** The HTTP side of a SIGTERM drain. */
+export interface HttpDrain {
+  /** From now on every new request is refused `503` + `Connection: close`; in-flight ones finish. */
+  begin(): void;
+  /** Resolves once every request that arrived before begin() has been answered (or abandoned). */
+  settled(): Promise<void>;
 }
 
 /**
- * Once the server is closing (SIGTERM drain), a request still arriving on an open keep-alive
- * connection gets `503 UNAVAILABLE` with the ASMTP error body and `Connection: close`, so the
- * client retries on another node; requests already in flight finish. Fastify's built-in answer
- * (`return503OnClosing`) had the body `{"error":"Service Unavailable",...}`, which is not an ASMTP
- * error. A preParsing hook, so the request id and the access log still cover it.
+ * A drain (SIGTERM) keeps the listener open while requests that arrived earlier finish: a request
+ * that arrives meanwhile, on a kept-alive connection or a new one, gets `503 UNAVAILABLE` with the
+ * ASMTP error body and `Connection: close`, so the client retries on another node instead of
+ * meeting a reset; every answer sent during the drain closes its connection. Once the last earlier
+ * request is answered, `settled()` resolves and the process closes the server and exits. Closing
+ * the server (Fastify's preClose, e.g. `app.close()` in tests) starts the drain too. Fastify's own
+ * `return503OnClosing` answered `{"error":"Service Unavailable",...}`, not an ASMTP error. The
+ * refusal is a preParsing hook, so the request id and the access log still cover it.
  */
-function refuseWhileClosing(fastify: FastifyInstance): void {
-  let closing = false;
-  fastify.addHook('preClose', (done) => {
-    closing = true;
+function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
+  let draining = false;
+  let inFlight = 0;
+  let onSettled: (() => void) | undefined;
+  const settled = new Promise<void>((resolve) => (onSettled = resolve));
+  const check = () => {
+    if (draining && inFlight === 0) onSettled?.();
+  };
+  const begin = () => {
+    draining = true;
+    check();
+  };
+  /** Requests that arrived before the drain began: they finish, whatever comes after. */
+  const earlier = new WeakSet<object>();
+  fastify.addHook('onRequest', (request, reply, done) => {
+    if (draining) return done();
+    earlier.add(request);
+    inFlight++;
+    // 'close' fires once the answer is sent, and also when the client went away first.
+    reply.raw.once('close', () => {
+      inFlight--;
+      check();
+    });
     done();
   });
-  fastify.addHook('preParsing', (_request, reply, payload, done) => {
-    if (!closing) return done(null, payload);
+  fastify.addHook('preClose', (done) => {
+    begin();
+    done();
+  });
+  fastify.addHook('preParsing', (request, reply, payload, done) => {
+    if (!draining || earlier.has(request)) return done(null, payload);
     const refusal = new AsmtpError(503, 'UNAVAILABLE', 'the server is shutting down, retry');
     void reply
       .code(503)
@@ -87,6 +121,11 @@ function refuseWhileClosing(fastify: FastifyInstance): void {
       .header('content-type', 'application/json; charset=utf-8')
       .send(JSON.stringify(refusal.body()));
   });
+  fastify.addHook('onSend', (_request, reply, payload, done) => {
+    if (draining) reply.header('connection', 'close');
+    done(null, payload);
+  });
+  return { begin, settled: () => settled };
 }
 
 /**

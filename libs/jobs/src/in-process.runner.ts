@@ -46,4 +46,8 @@ export class InProcessJobRunner extends JobRunner {
   async ready(): Promise<boolean> {
     return true;
   }
+
+  async counts(): Promise<null> {
+    return null; // timers, no queue
+  }
 }

@@ -115,6 +115,47 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly slowConsumerCloses = new Counter({
+    name: 'roost_ws_slow_consumer_closes_total',
+    help: 'Sockets closed 4008 because their send buffer stayed past ROOST_WS_MAX_BUFFERED_BYTES (the client resumes from its cursor).',
+    registers: [this.registry],
+  });
+
+  readonly buildInfo = new Gauge({
+    name: 'roost_build_info',
+    help: 'Always 1: the version this process runs and the node (host name) it runs on.',
+    labelNames: ['version', 'node'],
+    registers: [this.registry],
+  });
+
+  readonly dependencyUp = new Gauge({
+    name: 'roost_dependency_up',
+    help: 'Whether a dependency answered its last check (1) or not (0), checked every few seconds: postgres, redis.',
+    labelNames: ['dependency'],
+    registers: [this.registry],
+  });
+
+  readonly streamLength = new Gauge({
+    name: 'roost_stream_length',
+    help: 'Entries in each frame stream partition (XLEN), read at scrape.',
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+
+  readonly streamLag = new Gauge({
+    name: 'roost_stream_lag_entries',
+    help: 'Entries of a partition this gateway holds that it has not read yet (counted up to 10000), read at scrape.',
+    labelNames: ['partition'],
+    registers: [this.registry],
+  });
+
+  readonly jobs = new Gauge({
+    name: 'roost_jobs',
+    help: 'BullMQ jobs by queue and state (waiting, active, failed, delayed), read at scrape (worker role with Redis).',
+    labelNames: ['queue', 'state'],
+    registers: [this.registry],
+  });
+
   readonly streamReadLag = new Histogram({
     name: 'roost_stream_read_lag_seconds',
     help: 'Age of frames when a gateway reads them from the Redis stream.',

@@ -574,6 +574,7 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
     const bob = await h.op.agent('@pslow.bob');
     const socket = await h.open(bob);
     const slowClosed = await h.metric('roost_ws_closed_total', { reason: 'slow_consumer' });
+    const slowCloses = await h.metric('roost_ws_slow_consumer_closes_total');
     // What ROOST_WS_MAX_BUFFERED_BYTES=2048 sets; the gateway reads the live config on every send
     // (changed here rather than starting one more operator, which costs seconds on PGlite).
     const bound = h.op.config.gateway.maxBufferedBytes;
@@ -590,6 +591,7 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       }
       closed = await h.untilMetric('roost_ws_closed_total', (value) => value > slowClosed, { reason: 'slow_consumer' });
       expect(closed).toBe(slowClosed + 1);
+      expect(await h.metric('roost_ws_slow_consumer_closes_total')).toBe(slowCloses + 1);
       (socket.ws as any)._socket.resume();
       await socket.untilClosed(5_000);
       expect(socket.closeCode).toBe(4008);

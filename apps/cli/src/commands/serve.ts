@@ -20,6 +20,8 @@ export async function serve(session: Session, options: ServeOptions): Promise<vo
   if (options.port) env.PORT = options.port;
   if (options.host) env.ROOST_HOST = options.host;
   if (options.dataDir) env.ROOST_DATA_DIR = options.dataDir;
+  // A local operator on a laptop: /metrics on its one port unless a metrics port is asked for.
+  if (!env.ROOST_METRICS_PORT) env.ROOST_METRICS_PORT = '0';
   let config = loadConfig(env);
   let shown: string | undefined;
   config = ensureAdminToken(config, (token, file) => {
@@ -33,9 +35,10 @@ export async function serve(session: Session, options: ServeOptions): Promise<vo
     if (draining) process.exit(1);
     draining = true;
     roost.drainSockets();
+    roost.drain.begin();
     const deadline = setTimeout(() => process.exit(1), config.http.shutdownTimeoutMs);
     deadline.unref();
-    void roost.app.close().then(() => process.exit(0), () => process.exit(1));
+    void roost.drain.settled().then(() => roost.app.close()).then(() => process.exit(0), () => process.exit(1));
   };
   process.on('SIGTERM', drain);
   process.on('SIGINT', drain);
