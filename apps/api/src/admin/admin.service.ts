@@ -44,7 +44,7 @@ export class AdminService {
 
   /** A new bearer token, dropped from this node's unknown-token cache before anyone can use it. */
   private mint(): string {
-    const token = this.mint();
+    const token = mintToken();
     this.auth.tokenIssued(hashToken(token));
     return token;
   }
