@@ -338,7 +338,7 @@ describe('resume replays: queued per gateway and paced per socket', () => {
   });
   afterAll(async () => op?.close());
 
-  const FROM_START = { after_created_at: '0', after_envelope_id: '00000000000000000000000000' };
+  const FROM_START = { after_created_at: '0', after_envelope_id: `01${'0'.repeat(24)}` };
   const completeAt = (listener: Listener) => listener.frames.findIndex((frame) => frame.op === 'replay.complete');
 
   it('an agent’s second replay waits for a slot (one agent holds at most a quarter of them) while another agent’s runs; nobody is refused', async () => {
@@ -396,8 +396,11 @@ describe('while Redis is down (a private redis-server, killed)', () => {
     });
   });
   afterAll(async () => {
-    // Back up first, so the operator's Redis clients close promptly.
+    // Back up first, and long enough for every client's reconnect backoff (≤ 2 s) to end: the frame
+    // bus's reader, disconnected while still reconnecting, never settles the read it had queued
+    // during the outage and would hold the app's close forever (libs/bus; not a limiter).
     if (server) await server.start().catch(() => undefined);
+    await sleep(3_000);
     await op?.close();
     await server?.kill();
   });

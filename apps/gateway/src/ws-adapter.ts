@@ -144,9 +144,12 @@ function refuse(socket: Duplex, error: AsmtpError): void {
     return;
   }
   const body = JSON.stringify(error.body());
+  // Only headers Roost itself sets (e.g. `retry-after` on 429): no client text reaches them.
+  const extra = Object.entries(error.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`).join('');
   socket.end(
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
       'Connection: close\r\n' +
+      extra +
       'Content-Type: application/json; charset=utf-8\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   );
