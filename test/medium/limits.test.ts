@@ -298,6 +298,17 @@ describe('open sockets per agent, across gateways', () => {
     expect(await redis.zcard(key)).toBe(2);
   });
 
+  it('50 concurrent handshakes of one agent over two gateways: exactly the cap is accepted (the count is atomic)', async () => {
+    const token = await a.agent('@ws.ivy');
+    const outcomes = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => connect(i % 2 === 0 ? a.url : b.url, { token })));
+    const accepted = outcomes.filter((outcome): outcome is PromiseFulfilledResult<Listener> => outcome.status === 'fulfilled');
+    const refused = outcomes.filter((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+    figure(`50 concurrent handshakes, cap 2, two gateways: ${accepted.length} accepted, ${refused.length} refused 429`);
+    expect(accepted).toHaveLength(2);
+    refused.forEach((outcome) => wsLimited(outcome.reason as Refusal));
+    open.push(...accepted.map((outcome) => outcome.value));
+  });
+
   it('a lease its gateway stopped renewing (the gateway died) stops counting when it expires', async () => {
     const token = await a.agent('@ws.gina');
     const key = leaseKey(a, await agentId(a, '@ws.gina'));
