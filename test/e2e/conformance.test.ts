@@ -88,7 +88,7 @@ describe('the embedded all-in-one (PGlite)', () => {
     // Nothing is inherited but PATH and HOME: the runner's DATABASE_URL/REDIS_URL never reach it.
     operator = await TestProcess.start({
       name: 'embedded',
-      env: { ROOST_DATA_DIR: dataDir, ROOST_ADMIN_TOKEN: adminToken, ROOST_RATE_LIMIT_PER_S: '0', ROOST_LOG_LEVEL: 'warn' },
+      env: { ROOST_DATA_DIR: dataDir, ROOST_ADMIN_TOKEN: adminToken, ROOST_RATE_LIMIT_PER_S: '0', ROOST_AUTH_FAIL_LIMIT_PER_S: '0', ROOST_LOG_LEVEL: 'warn' },
       startTimeoutMs: 60_000,
     });
   });
@@ -129,7 +129,7 @@ test('a 2 api + 2 gateway + 1 worker deployment on Postgres and Redis, behind a 
     api: 2,
     gateway: 2,
     worker: 1,
-    env: { ROOST_PUBLIC_URL: publicUrl, ROOST_RATE_LIMIT_PER_S: '0', ROOST_DB_POOL_SIZE: '8' },
+    env: { ROOST_PUBLIC_URL: publicUrl, ROOST_RATE_LIMIT_PER_S: '0', ROOST_AUTH_FAIL_LIMIT_PER_S: '0', ROOST_DB_POOL_SIZE: '8' },
   });
   let proxy: Proxy | undefined;
   try {

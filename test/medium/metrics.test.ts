@@ -40,6 +40,10 @@ const CATALOGUE: Record<string, { type: string; labels: string[] }> = {
   roost_ws_replayed_frames_total: { type: 'counter', labels: [] },
   roost_ws_backfills_total: { type: 'counter', labels: ['cause'] },
   roost_ws_closed_total: { type: 'counter', labels: ['reason'] },
+  roost_ws_handshakes_total: { type: 'counter', labels: ['outcome'] },
+  roost_ws_replays: { type: 'gauge', labels: ['state'] },
+  roost_rate_limited_total: { type: 'counter', labels: ['limit'] },
+  roost_auth_unknown_token_hits_total: { type: 'counter', labels: [] },
   roost_stream_read_lag_seconds: { type: 'histogram', labels: [] },
   roost_commit_to_socket_seconds: { type: 'histogram', labels: [] },
   roost_receipts_total: { type: 'counter', labels: ['status'] },
@@ -588,7 +592,7 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
         10_000,
         broken,
       );
-      for (const component of labelValues(s, 'roost_redis_errors_total', 'component')) expect(['publish', 'read', 'control', 'rate_limit']).toContain(component);
+      for (const component of labelValues(s, 'roost_redis_errors_total', 'component')) expect(['publish', 'read', 'control', 'rate_limit', 'auth_fail_limit', 'ws_limit']).toContain(component);
       expect(labelNamesOf(s, 'roost_redis_errors_total')).toEqual(new Set(['component']));
       // An api node serves without Redis: ready, with Redis reported down (body and gauge).
       const ready = await fetch(`${broken.url}/readyz`);

@@ -47,6 +47,8 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Test
     ROOST_LOG_LEVEL: 'silent',
     // Tests send in bursts; the limiter has its own tests, which set the limit explicitly.
     ROOST_RATE_LIMIT_PER_S: '0',
+    // Many tests send bad tokens on purpose from one address; test/medium/limits.test.ts sets it.
+    ROOST_AUTH_FAIL_LIMIT_PER_S: '0',
     PORT: '0',
     // No metrics listener unless a test asks for one: /metrics stays on the main port.
     ROOST_METRICS_PORT: '0',

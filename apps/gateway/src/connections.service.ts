@@ -11,6 +11,7 @@ import { InjectConfig, type Config } from '#config';
 import { AgentsRepository, MailboxRepository, RetentionRepository } from '#db';
 import type { Cursor } from '#domain';
 import { Metrics } from '#metrics';
+import { ReplaySlots } from './replay-slots';
 import type { ConnectAuth } from './ws-adapter';
 
 /** Close codes (EXTENSIONS.md §1). */
@@ -23,6 +24,8 @@ const PAGE = 500;
 const START_GRACE_MS = 2_000;
 /** How long a replay or backfill waits for a reader that makes no progress. */
 const PACED_WAIT_MS = 30_000;
+/** A replay ahead of its frame rate by more than this sleeps it off (fewer, longer timers). */
+const REPLAY_PACE_SLACK_MS = 20;
 const OPEN = 1;
 /** Most starting sockets whose token and `seq` are read by one query pair. */
 const START_BATCH_MAX = 1_000;
@@ -91,6 +94,8 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
   /** Starting sockets waiting for their lookup; one batch runs at a time, later ones join the next. */
   private startQueue: StartLookup[] = [];
   private startRunning = false;
+  /** Resume replays run a few at a time per gateway (EXTENSIONS.md §7). */
+  private readonly replaySlots: ReplaySlots;
 
   constructor(
     private readonly bus: FrameBus,
@@ -99,7 +104,12 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     private readonly retention: RetentionRepository,
     private readonly metrics: Metrics,
     @InjectConfig() private readonly config: Config,
-  ) {}
+  ) {
+    this.replaySlots = new ReplaySlots(config.gateway.replayConcurrency, (active, waiting) => {
+      metrics.replays.set({ state: 'active' }, active);
+      metrics.replays.set({ state: 'waiting' }, waiting);
+    });
+  }
 
   onModuleInit(): void {
     this.bus.subscribe(this);
@@ -179,8 +189,16 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
         this.close(connection, CLOSE_REVOKED, 'token revoked', 'revoked');
         return;
       }
-      if (cursor) await this.replay(connection, cursor);
-      else {
+      if (cursor) {
+        // Live frames are held in the inbox meanwhile and drained after `replay.complete`.
+        const release = await this.replaySlots.acquire(connection.mailboxId);
+        try {
+          if (connection.closed) return;
+          await this.replay(connection, cursor);
+        } finally {
+          release();
+        }
+      } else {
         connection.lastSeq = state.lastSeq;
         connection.startSeq = connection.lastSeq;
         connection.graceUntil = Date.now() + START_GRACE_MS;
@@ -237,10 +255,15 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     const target = (await this.mailbox.lastSeqs([connection.mailboxId])).get(connection.mailboxId) ?? 0;
     let replayed = 0;
     let last: Cursor | null = null;
+    const rate = this.config.gateway.replayFramesPerSecond;
+    const started = Date.now();
     while (connection.lastSeq < target && !connection.closed) {
       const rows = await this.mailbox.entriesBySeq(connection.mailboxId, connection.lastSeq, target, PAGE);
       if (rows.length === 0) break;
       for (const row of rows) {
+        // At most `rate` frames a second per socket: one agent's large replay cannot hog the gateway.
+        const ahead = rate > 0 ? started + (replayed * 1000) / rate - Date.now() : 0;
+        if (ahead > REPLAY_PACE_SLACK_MS) await new Promise((resolve) => setTimeout(resolve, ahead));
         if (!(await this.sendPaced(connection, row.header, 'replay'))) return;
         connection.lastSeq = row.seq;
         last = { created_at: row.created_at, envelope_id: row.envelope_id };

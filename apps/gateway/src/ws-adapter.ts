@@ -1,9 +1,9 @@
 import { createServer, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { INestApplicationContext } from '@nestjs/common';
+import { Logger, type INestApplicationContext } from '@nestjs/common';
 import { WsAdapter } from '@nestjs/platform-ws';
 import type { WebSocket, WebSocketServer } from 'ws';
-import type { AuthService } from '#core';
+import { AuthFailLimiter, AuthService } from '#core';
 import {
   AsmtpError,
   bearerFrom,
@@ -15,6 +15,8 @@ import {
   type Agent,
   type Cursor,
 } from '#domain';
+import { Metrics } from '#metrics';
+import { SocketLeases, type SocketLease } from './socket-leases';
 
 export const CONNECT_PATH = '/connect';
 
@@ -27,20 +29,32 @@ export interface ConnectAuth {
 
 export type ConnectRequest = IncomingMessage & { roost?: ConnectAuth };
 
+/** `roost_ws_handshakes_total{outcome}` of a refused handshake. */
+const outcomeOf = (error: AsmtpError): string =>
+  error.status === 401 ? 'unauthorized' : error.status === 429 ? 'rate_limited' : 'refused';
+
 /**
  * `@nestjs/platform-ws` with ASMTP's handshake (ASMTP.md §6.1): the bearer (header, else
  * `?token=`) and the resume cursor are checked before the upgrade, and refusals are plain HTTP
  * responses with the JSON error body and `Connection: close`.
  */
 export class RoostWsAdapter extends WsAdapter {
+  private readonly handshakeLog = new Logger('gateway');
+  private readonly auth: AuthService;
+  private readonly authFail: AuthFailLimiter;
+  private readonly leases: SocketLeases;
+  private readonly metrics: Metrics;
   private draining = false;
 
   constructor(
     app: INestApplicationContext,
-    private readonly auth: AuthService,
     private readonly maxClientFrameBytes: number,
   ) {
     super(app);
+    this.auth = app.get(AuthService);
+    this.authFail = app.get(AuthFailLimiter);
+    this.leases = app.get(SocketLeases);
+    this.metrics = app.get(Metrics);
   }
 
   /** Refuse new upgrades (SIGTERM drain). */
@@ -53,7 +67,7 @@ export class RoostWsAdapter extends WsAdapter {
     // A handshake `ws` refuses (bad Sec-WebSocket-Key or -Version, Upgrade header, method) gets the
     // ASMTP error body too, not `ws`'s plain-text one.
     server.on('wsClientError', (error: Error, socket: Duplex, request: IncomingMessage) => {
-      refuse(socket, request.method === 'GET' ? new AsmtpError(400, 'BAD_REQUEST', error.message) : new AsmtpError(405, 'METHOD_NOT_ALLOWED', error.message));
+      this.refuse(socket, request, request.method === 'GET' ? new AsmtpError(400, 'BAD_REQUEST', error.message) : new AsmtpError(405, 'METHOD_NOT_ALLOWED', error.message));
     });
     return server;
   }
@@ -72,6 +86,7 @@ export class RoostWsAdapter extends WsAdapter {
   }
 
   private async upgrade(port: number, request: ConnectRequest, socket: Duplex, head: Buffer): Promise<void> {
+    let lease: SocketLease | undefined;
     try {
       if (this.draining) throw new AsmtpError(503, 'UNAVAILABLE', 'gateway is draining, reconnect elsewhere');
       const url = request.url ?? '';
@@ -83,23 +98,43 @@ export class RoostWsAdapter extends WsAdapter {
       const pairs = parseQueryString(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
       const queryToken = firstParam(pairs, 'token');
       const token = bearerFrom(request.headers.authorization) ?? (queryToken ? queryToken : null);
-      const agent = await this.auth.agentFor(token);
+      const address = this.authFail.addressOf(request.socket.remoteAddress, request.headers['x-forwarded-for']);
+      const agent = await this.authFail.guard(address, () => this.auth.agentFor(token));
       const cursor = parseCursorPair(pairs);
       const wsServer = (this.wsServersRegistry.get(port) ?? []).find(
         (candidate) => (candidate as WebSocketServer & { path?: string }).path === CONNECT_PATH,
       );
       if (!wsServer) throw new AsmtpError(404, 'BAD_REQUEST', 'no WebSocket endpoint');
+      // Last, so a refusal for any other reason holds no slot.
+      lease = await this.leases.acquire(agent.id);
+      if (lease) {
+        // The slot lives as long as the TCP connection: an upgrade `ws` refuses, a client gone
+        // during the handshake, or the socket's close all free it.
+        const held = lease;
+        if (socket.destroyed) throw new AsmtpError(400, 'BAD_REQUEST', 'client went away during the handshake');
+        socket.once('close', () => this.leases.release(held));
+      }
       request.roost = { agent, tokenHash: hashToken(token!), ...(cursor ? { cursor } : {}) };
-      wsServer.handleUpgrade(request, socket, head, (ws: WebSocket) => wsServer.emit('connection', ws, request));
+      wsServer.handleUpgrade(request, socket, head, (ws: WebSocket) => {
+        this.metrics.wsHandshakes.inc({ outcome: 'accepted' });
+        wsServer.emit('connection', ws, request);
+      });
     } catch (error) {
+      this.leases.release(lease);
       const refusal =
         error instanceof AsmtpError
           ? error
           : isUnavailable(error)
             ? new AsmtpError(503, 'UNAVAILABLE', 'a dependency is unavailable, retry later')
             : new AsmtpError(500, 'INTERNAL_ERROR', 'internal error');
-      refuse(socket, refusal);
+      this.refuse(socket, request, refusal);
     }
+  }
+
+  private refuse(socket: Duplex, request: IncomingMessage, error: AsmtpError): void {
+    this.metrics.wsHandshakes.inc({ outcome: outcomeOf(error) });
+    this.handshakeLog.debug(`handshake refused: ${error.status} ${error.code} (${error.message}) from ${request.socket.remoteAddress ?? 'unknown'}`);
+    refuse(socket, error);
   }
 }
 
@@ -109,9 +144,12 @@ function refuse(socket: Duplex, error: AsmtpError): void {
     return;
   }
   const body = JSON.stringify(error.body());
+  // Only headers Roost itself sets (e.g. `retry-after` on 429): no client text reaches them.
+  const extra = Object.entries(error.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`).join('');
   socket.end(
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
       'Connection: close\r\n' +
+      extra +
       'Content-Type: application/json; charset=utf-8\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
   );

@@ -3,7 +3,6 @@ import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { Logger } from 'pino';
 import type { Config } from '#config';
-import { AuthService } from '#core';
 import { AsmtpErrorFilter, createHttpAdapter, createLogger, observeRequests, PinoNestLogger, type HttpDrain } from '#http';
 import { Metrics } from '#metrics';
 import { RoostWsAdapter } from '../../gateway/src/ws-adapter';
@@ -34,7 +33,7 @@ export async function buildRoostApp(config: Config, logger: Logger = createLogge
   app.useGlobalFilters(new AsmtpErrorFilter(routes, logger));
   let ws: RoostWsAdapter | undefined;
   if (config.role === 'all' || config.role === 'gateway') {
-    ws = new RoostWsAdapter(app, app.get(AuthService), config.gateway.maxClientFrameBytes);
+    ws = new RoostWsAdapter(app, config.gateway.maxClientFrameBytes);
     app.useWebSocketAdapter(ws);
   }
   return { app, logger, drainSockets: () => ws?.drain(), drain };

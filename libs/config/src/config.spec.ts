@@ -169,3 +169,44 @@ describe('loadConfig: each invalid variable gives a ConfigError naming it', () =
     expect(configError({ ROOST_ADMIN_TOKEN: secret }).message).not.toContain(secret);
   });
 });
+
+describe('loadConfig: limits (EXTENSIONS.md §7)', () => {
+  it('defaults: 8 sockets per agent, 8 replays at once at 5,000 frames/s, 10 auth failures/s (burst 50), no trusted proxy', () => {
+    const config = loadConfig({});
+    expect(config.gateway.maxSocketsPerAgent).toBe(8);
+    expect(config.gateway.replayConcurrency).toBe(8);
+    expect(config.gateway.replayFramesPerSecond).toBe(5_000);
+    expect(config.authFail).toEqual({ perSecond: 10, burst: 50 });
+    expect(config.trustedProxies).toEqual([]);
+  });
+
+  it('parses ROOST_TRUSTED_PROXIES as addresses and CIDR blocks of either family', () => {
+    expect(loadConfig({ ROOST_TRUSTED_PROXIES: '10.0.0.0/8, 192.168.1.7 ,::1/128,fd00::/8' }).trustedProxies).toEqual([
+      { address: '10.0.0.0', prefix: 8, family: 'ipv4' },
+      { address: '192.168.1.7', prefix: 32, family: 'ipv4' },
+      { address: '::1', prefix: 128, family: 'ipv6' },
+      { address: 'fd00::', prefix: 8, family: 'ipv6' },
+    ]);
+  });
+
+  it.each(['10.0.0.0/33', 'example.com', '10.0.0.0/8/1', '::1/129', '10.0.0.0/x', '10.0.0/8'])(
+    'refuses ROOST_TRUSTED_PROXIES=%s naming the variable',
+    (value) => {
+      expect(configError({ ROOST_TRUSTED_PROXIES: value }).variable).toBe('ROOST_TRUSTED_PROXIES');
+    },
+  );
+
+  it.each([
+    ['ROOST_WS_MAX_PER_AGENT', '-1'],
+    ['ROOST_WS_REPLAY_CONCURRENCY', 'many'],
+    ['ROOST_WS_REPLAY_FRAMES_PER_S', '1.5'],
+    ['ROOST_AUTH_FAIL_LIMIT_PER_S', '-3'],
+  ])('refuses %s=%s naming the variable', (variable, value) => {
+    expect(configError({ [variable]: value }).variable).toBe(variable);
+  });
+
+  it('0 disables each bound', () => {
+    const config = loadConfig({ ROOST_WS_MAX_PER_AGENT: '0', ROOST_WS_REPLAY_CONCURRENCY: '0', ROOST_WS_REPLAY_FRAMES_PER_S: '0', ROOST_AUTH_FAIL_LIMIT_PER_S: '0' });
+    expect([config.gateway.maxSocketsPerAgent, config.gateway.replayConcurrency, config.gateway.replayFramesPerSecond, config.authFail.perSecond]).toEqual([0, 0, 0, 0]);
+  });
+});

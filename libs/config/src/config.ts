@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 
 export type Role = 'all' | 'api' | 'gateway' | 'worker';
@@ -83,6 +84,14 @@ export interface Config {
     perSecond: number;
     burst: number;
   };
+  /** Requests failing authentication, per client address (EXTENSIONS.md §7). */
+  authFail: {
+    /** Sustained failures per second per address; 0 disables the limit. Burst is 5×. */
+    perSecond: number;
+    burst: number;
+  };
+  /** Peers whose `X-Forwarded-For` is believed (load balancers, ingress): CIDR blocks. */
+  trustedProxies: Cidr[];
   /** Test-only accelerated clock for schedules: `now = epoch + (real - epoch) * speed`. */
   clock: { speed: number; epochMs: number };
   gateway: {
@@ -93,7 +102,20 @@ export interface Config {
     sweepIntervalMs: number;
     /** Largest client frame accepted before the socket is closed (clients send nothing). */
     maxClientFrameBytes: number;
+    /** Open sockets per agent across every gateway; 0 = no limit. */
+    maxSocketsPerAgent: number;
+    /** Resume replays running at once on one gateway (more wait their turn); 0 = no bound. */
+    replayConcurrency: number;
+    /** Frames per second one socket's replay may send; 0 = no bound. */
+    replayFramesPerSecond: number;
   };
+}
+
+/** One `ROOST_TRUSTED_PROXIES` entry: an address block. */
+export interface Cidr {
+  address: string;
+  prefix: number;
+  family: 'ipv4' | 'ipv6';
 }
 
 export class ConfigError extends Error {
@@ -149,6 +171,26 @@ function url(env: Env, name: string, protocols: readonly string[]): string | nul
     throw new ConfigError(name, `expected a ${protocols.join(' or ')} URL`);
   }
   return raw;
+}
+
+/** `10.0.0.0/8, 192.168.1.7, ::1/128`: a comma-separated list of addresses or CIDR blocks. */
+function cidrs(env: Env, name: string): Cidr[] {
+  const raw = optional(env, name);
+  if (raw === null) return [];
+  return raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '')
+    .map((entry) => {
+      const [address, prefixText, ...rest] = entry.split('/');
+      const version = isIP(address);
+      const max = version === 4 ? 32 : 128;
+      const prefix = prefixText === undefined ? max : Number(prefixText);
+      if (version === 0 || rest.length > 0 || (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) || prefix > max) {
+        throw new ConfigError(name, `"${entry}" is not an IP address or CIDR block`);
+      }
+      return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
+    });
 }
 
 const PACKAGE_VERSION = '0.1.0';
@@ -243,6 +285,11 @@ export function loadConfig(env: Env = process.env): Config {
       perSecond: integer(env, 'ROOST_RATE_LIMIT_PER_S', 100, 0, 1_000_000),
       burst: integer(env, 'ROOST_RATE_LIMIT_BURST', 300, 1, 10_000_000),
     },
+    authFail: (() => {
+      const perSecond = integer(env, 'ROOST_AUTH_FAIL_LIMIT_PER_S', 10, 0, 1_000_000);
+      return { perSecond, burst: perSecond * 5 };
+    })(),
+    trustedProxies: cidrs(env, 'ROOST_TRUSTED_PROXIES'),
     clock: {
       speed: integer(env, 'ROOST_CLOCK_SPEED', 1, 1, 100_000),
       epochMs: integer(env, 'ROOST_CLOCK_EPOCH_MS', 0, 0, Number.MAX_SAFE_INTEGER),
@@ -252,6 +299,9 @@ export function loadConfig(env: Env = process.env): Config {
       maxBufferedBytes: integer(env, 'ROOST_WS_MAX_BUFFERED_BYTES', 1024 * 1024, 1024, 1024 * 1024 * 1024),
       sweepIntervalMs: integer(env, 'ROOST_WS_SWEEP_INTERVAL_MS', 5_000, 100, 3_600_000),
       maxClientFrameBytes: integer(env, 'ROOST_WS_MAX_CLIENT_FRAME_BYTES', 64 * 1024, 128, 16 * 1024 * 1024),
+      maxSocketsPerAgent: integer(env, 'ROOST_WS_MAX_PER_AGENT', 8, 0, 100_000),
+      replayConcurrency: integer(env, 'ROOST_WS_REPLAY_CONCURRENCY', 8, 0, 10_000),
+      replayFramesPerSecond: integer(env, 'ROOST_WS_REPLAY_FRAMES_PER_S', 5_000, 0, 10_000_000),
     },
   };
 }

@@ -2,7 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { AgentsRepository, OrgsRepository } from '#db';
 import { bearerFrom, hashesEqual, hashToken, unauthorized, type Agent } from '#domain';
+import { Metrics } from '#metrics';
 import { Coalescer } from './coalescer';
+import { UnknownTokens } from './unknown-tokens';
 
 /** Recipient agents by handle, each with whether it blocked the sender. */
 export type Recipients = Map<string, Agent & { blocks_sender: boolean }>;
@@ -34,11 +36,26 @@ export class AuthService {
     LOOKUPS_PER_QUERY,
   );
 
+  /** Token hashes just looked up and not found: refused again without a query for a short window. */
+  private readonly unknownAgentTokens = new UnknownTokens();
+  private readonly unknownOrgTokens = new UnknownTokens();
+
   constructor(
     private readonly agents: AgentsRepository,
     private readonly orgs: OrgsRepository,
     @InjectConfig() private readonly config: Config,
+    private readonly metrics: Metrics,
   ) {}
+
+  /**
+   * A token was just minted: it must not be refused from the unknown-token cache. A minted token is
+   * 32 random bytes that nobody could present before it existed, so only this node's own entry
+   * (never another node's) could matter; this drops it anyway.
+   */
+  tokenIssued(tokenHash: string): void {
+    this.unknownAgentTokens.forget(tokenHash);
+    this.unknownOrgTokens.forget(tokenHash);
+  }
 
   async agentFor(token: string | null): Promise<Agent> {
     return (await this.authenticate(token, [])).agent;
@@ -54,8 +71,16 @@ export class AuthService {
 
   private async authenticate(token: string | null, handles: readonly string[]): Promise<{ agent: Agent; recipients: Recipients }> {
     if (token === null) throw unauthorized();
-    const { sender, recipients } = await this.lookups.load({ tokenHash: hashToken(token), handles });
-    if (!sender) throw unauthorized('unknown agent bearer');
+    const tokenHash = hashToken(token);
+    if (this.unknownAgentTokens.has(tokenHash, Date.now())) {
+      this.metrics.unknownTokenHits.inc();
+      throw unauthorized('unknown agent bearer');
+    }
+    const { sender, recipients } = await this.lookups.load({ tokenHash, handles });
+    if (!sender) {
+      this.unknownAgentTokens.add(tokenHash, Date.now());
+      throw unauthorized('unknown agent bearer');
+    }
     return { agent: sender, recipients };
   }
 
@@ -86,8 +111,13 @@ export class AuthService {
     if (this.config.adminTokenHash !== null && hashesEqual(hash, this.config.adminTokenHash)) {
       return { kind: 'operator' };
     }
+    if (this.unknownOrgTokens.has(hash, Date.now())) {
+      this.metrics.unknownTokenHits.inc();
+      throw unauthorized('invalid admin bearer');
+    }
     const org = await this.orgs.findByTokenHash(hash);
     if (org) return { kind: 'org', org: org.name };
+    this.unknownOrgTokens.add(hash, Date.now());
     throw unauthorized('invalid admin bearer');
   }
 }

@@ -1,6 +1,7 @@
 import { Global, Module } from '@nestjs/common';
 import { AcceptBatcher } from './accept-batcher';
 import { AcceptService } from './accept.service';
+import { AuthFailLimiter } from './auth-fail-limiter';
 import { AuthService } from './auth.service';
 import { Clock } from './clock';
 import { ContentGuard } from './content-guard';
@@ -10,7 +11,7 @@ import { AdminGuard, AgentGuard, SenderGuard } from './guards';
 /** Services more than one role needs: authentication and the accept path. */
 @Global()
 @Module({
-  providers: [AuthService, AgentGuard, SenderGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard],
-  exports: [AuthService, AgentGuard, SenderGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard],
+  providers: [AuthService, AgentGuard, SenderGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard, AuthFailLimiter],
+  exports: [AuthService, AgentGuard, SenderGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard, AuthFailLimiter],
 })
 export class CoreModule {}

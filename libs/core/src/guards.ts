@@ -7,10 +7,15 @@ import {
 import type { FastifyRequest } from 'fastify';
 import type { Agent } from '#domain';
 import { peekRecipientHandles, requestContext } from '#http';
+import { AuthFailLimiter } from './auth-fail-limiter';
 import { AuthService, type AdminScope, type Recipients } from './auth.service';
 import { RateLimiter } from './rate-limiter';
 
 type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope; recipients?: Recipients };
+
+/** The address a request's failed authentications count against. */
+const addressOf = (limiter: AuthFailLimiter, request: FastifyRequest): string =>
+  limiter.addressOf(request.raw.socket.remoteAddress, request.headers['x-forwarded-for']);
 
 /** Agent routes: `Authorization: Bearer <agent token>` or 401. */
 @Injectable()
@@ -18,12 +23,18 @@ export class AgentGuard implements CanActivate {
   constructor(
     private readonly auth: AuthService,
     private readonly rateLimiter: RateLimiter,
+    private readonly authFail: AuthFailLimiter,
   ) {}
 
-  /** Authenticate, then take a token from the agent's rate limit (429 RATE_LIMITED). */
+  /**
+   * Authenticate (failures limited per client address), then take a token from the agent's rate
+   * limit (429 RATE_LIMITED either way).
+   */
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthedRequest>();
-    const { agent, recipients } = await this.auth.senderFromHeader(request.headers.authorization, this.handlesOf(request));
+    const { agent, recipients } = await this.authFail.guard(addressOf(this.authFail, request), () =>
+      this.auth.senderFromHeader(request.headers.authorization, this.handlesOf(request)),
+    );
     request.agent = agent;
     request.recipients = recipients;
     const logContext = requestContext(request);
@@ -52,11 +63,16 @@ export class SenderGuard extends AgentGuard {
 /** Admin routes: the operator admin token or an organization's admin token, or 401. */
 @Injectable()
 export class AdminGuard implements CanActivate {
-  constructor(private readonly auth: AuthService) {}
+  constructor(
+    private readonly auth: AuthService,
+    private readonly authFail: AuthFailLimiter,
+  ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const request = context.switchToHttp().getRequest<AuthedRequest>();
-    request.admin = await this.auth.adminFromHeader(request.headers.authorization);
+    request.admin = await this.authFail.guard(addressOf(this.authFail, request), () =>
+      this.auth.adminFromHeader(request.headers.authorization),
+    );
     return true;
   }
 }

@@ -8,7 +8,7 @@ import { Metrics } from '#metrics';
  * A token bucket per agent (EXTENSIONS.md §7): `burst` tokens, refilled at `perSecond`. In Redis
  * it is one atomic script on the server's clock, so every api node shares each agent's bucket.
  */
-const TOKEN_BUCKET = `
+export const TOKEN_BUCKET = `
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
 local t = redis.call('TIME')
@@ -60,6 +60,7 @@ export class RateLimiter implements OnApplicationShutdown {
     if (this.perSecond === 0) return;
     const waitMs = this.redis ? await this.takeShared(agentId) : this.takeLocal(agentId, Date.now());
     if (waitMs > 0) {
+      this.metrics.rateLimited.inc({ limit: 'agent' });
       throw new AsmtpError(429, 'RATE_LIMITED', 'too many requests', undefined, {
         'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))),
       });

@@ -156,6 +156,33 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly wsHandshakes = new Counter({
+    name: 'roost_ws_handshakes_total',
+    help: '/connect handshakes by outcome (accepted, unauthorized, refused, rate_limited).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+
+  readonly replays = new Gauge({
+    name: 'roost_ws_replays',
+    help: 'Resume replays on this gateway by state (active, waiting for a slot).',
+    labelNames: ['state'],
+    registers: [this.registry],
+  });
+
+  readonly rateLimited = new Counter({
+    name: 'roost_rate_limited_total',
+    help: 'Requests and handshakes refused 429 RATE_LIMITED, by limit (agent, auth_fail, ws).',
+    labelNames: ['limit'],
+    registers: [this.registry],
+  });
+
+  readonly unknownTokenHits = new Counter({
+    name: 'roost_auth_unknown_token_hits_total',
+    help: 'Bearer tokens refused from the recently-unknown cache without a database lookup.',
+    registers: [this.registry],
+  });
+
   readonly streamReadLag = new Histogram({
     name: 'roost_stream_read_lag_seconds',
     help: 'Age of frames when a gateway reads them from the Redis stream.',
@@ -221,5 +248,8 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    for (const outcome of ['accepted', 'unauthorized', 'refused', 'rate_limited']) this.wsHandshakes.inc({ outcome }, 0);
+    for (const limit of ['agent', 'auth_fail', 'ws']) this.rateLimited.inc({ limit }, 0);
+    for (const state of ['active', 'waiting']) this.replays.set({ state }, 0);
   }
 }

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { FrameBus } from '#bus';
-import type { AdminScope } from '#core';
+import { AuthService, type AdminScope } from '#core';
 import { AgentsRepository, OrgsRepository, type AgentPatch, type Org, type OrgPatch } from '#db';
 import {
   AsmtpError,
@@ -39,7 +39,15 @@ export class AdminService {
     private readonly agents: AgentsRepository,
     private readonly orgs: OrgsRepository,
     private readonly bus: FrameBus,
+    private readonly auth: AuthService,
   ) {}
+
+  /** A new bearer token, dropped from this node's unknown-token cache before anyone can use it. */
+  private mint(): string {
+    const token = mintToken();
+    this.auth.tokenIssued(hashToken(token));
+    return token;
+  }
 
   async createAgent(scope: AdminScope, body: Record<string, unknown>) {
     const valid = validateRequest<Record<string, unknown>>('admin-agent-create', body);
@@ -47,7 +55,7 @@ export class AdminService {
     const owner = ownerOf(handle);
     if (!inScope(scope, owner)) throw notFound(`agent ${handle} not found`);
     const fields = pick(valid, AGENT_FIELDS) as AgentPatch;
-    const token = mintToken();
+    const token = this.mint();
     const agent = await this.agents.create({
       handle,
       owner,
@@ -93,7 +101,7 @@ export class AdminService {
   }
 
   async rotateAgentToken(agent: Agent) {
-    const token = mintToken();
+    const token = this.mint();
     const updated = await this.agents.rotateToken(agent.id, hashToken(token), Date.now());
     if (!updated) throw notFound(`agent ${agent.handle} not found`);
     await this.revoke(agent.id);
@@ -108,7 +116,7 @@ export class AdminService {
 
   async createOrg(body: Record<string, unknown>) {
     const valid = validateRequest<Record<string, unknown>>('org-create', body);
-    const token = mintToken();
+    const token = this.mint();
     const org = await this.orgs.create(valid.name as string, hashToken(token), pick(valid, ORG_FIELDS) as OrgPatch, Date.now());
     if (!org) throw new AsmtpError(409, 'ORG_EXISTS', `organization ${valid.name as string} already exists`);
     return orgView(org, token);
@@ -136,7 +144,7 @@ export class AdminService {
   }
 
   async rotateOrgToken(org: Org) {
-    const token = mintToken();
+    const token = this.mint();
     const updated = await this.orgs.rotateToken(org.name, hashToken(token), Date.now());
     if (!updated) throw notFound(`organization ${org.name} not found`);
     return orgView(updated, token);
