@@ -1,4 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
+import { registerSelfCommands } from './cli-self';
 import { die, EXIT } from './output';
 import { Session, VERSION, type GlobalOptions } from './session';
 
@@ -36,7 +37,7 @@ function composeOptions(command: Command): Command {
     .option('-t, --text <text>', 'a text part (repeatable)', collect)
     .option('--stdin', 'read a text part from standard input')
     .option('--data <json>', 'a data part: a JSON object (repeatable)', collect)
-    .option('--file <path>', 'upload and attach a file (repeatable)', collect)
+    .option('--file <path>', 'upload and attach a file, or attach one uploaded before by its id (file_…) (repeatable)', collect)
     .option('--image <path>', 'upload and attach an image (repeatable)', collect)
     .option('-s, --subject <subject>', 'subject')
     .option('--cc <handle>', 'carbon copy (repeatable)', collect)
@@ -129,6 +130,8 @@ export function program(): Command {
     .option('--id <ulid>', 'receipt id (a retry with the same id is idempotent)')
     .action(act(() => messages().receipt));
   root.command('status <id>').description('delivery status and receipts of an envelope you sent').action(act(() => messages().status));
+
+  registerSelfCommands(root, act);
 
   const sched = root.command('schedule').description('repeated and delayed deliveries');
   sched

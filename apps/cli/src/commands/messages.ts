@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { basename, extname } from 'node:path';
 import type { Draft } from '../../../../libs/client/src/client';
 import { RECEIPT_STATUSES, type ContentPart, type ReceiptStatus, type StoredEnvelope } from '../../../../libs/client/src/types';
@@ -10,7 +10,7 @@ import { renderEnvelope } from '../render';
 import type { Session } from '../session';
 import { shortId, triageBlock } from '../triage';
 
-const MIME: Record<string, string> = {
+export const MIME: Record<string, string> = {
   '.png': 'image/png',
   '.jpg': 'image/jpeg',
   '.jpeg': 'image/jpeg',
@@ -21,6 +21,8 @@ const MIME: Record<string, string> = {
   '.md': 'text/markdown',
   '.txt': 'text/plain',
 };
+
+const FILE_ID_RE = /^file_[0-9A-Za-z_-]+$/;
 
 export interface ComposeOptions {
   text?: string[];
@@ -56,6 +58,11 @@ async function parts(session: Session, options: ComposeOptions): Promise<Content
     ...(options.image ?? []).map((path) => ['image', path] as ['image', string]),
   ];
   for (const [kind, path] of uploads) {
+    // A file uploaded before (`roost files upload`) is attached by its id, once (ASMTP.md §7.2).
+    if (FILE_ID_RE.test(path) && !existsSync(path)) {
+      out.push({ type: kind, file_id: path });
+      continue;
+    }
     let bytes: Buffer;
     try {
       bytes = readFileSync(path);
