@@ -19,6 +19,10 @@ export class Session {
   constructor(readonly options: GlobalOptions) {
     this.ctx = resolveContext(options);
     this.print = printer(options.json === true);
+  }
+
+  /** The operator URL, checked when a command is about to use it (so `config show` still shows a bad one). */
+  url(): string {
     if (!/^https?:\/\/[^/]/.test(this.ctx.url)) {
       throw new CliError(
         `not an operator URL: ${this.ctx.url} (from ${this.ctx.sources.url})`,
@@ -27,6 +31,7 @@ export class Session {
         'BAD_URL',
       );
     }
+    return this.ctx.url;
   }
 
   get where(): ErrorContext {
@@ -70,7 +75,7 @@ export class Session {
   }
 
   client(): RoostClient {
-    return new RoostClient({ url: this.ctx.url, token: this.requireToken(), userAgent: USER_AGENT });
+    return new RoostClient({ url: this.url(), token: this.requireToken(), userAgent: USER_AGENT });
   }
 
   admin(): RoostAdminClient {
@@ -82,6 +87,6 @@ export class Session {
         'NO_ADMIN_TOKEN',
       );
     }
-    return new RoostAdminClient({ url: this.ctx.url, adminToken: this.ctx.adminToken, userAgent: USER_AGENT });
+    return new RoostAdminClient({ url: this.url(), adminToken: this.ctx.adminToken, userAgent: USER_AGENT });
   }
 }

@@ -55,7 +55,7 @@ export async function listen(session: Session, options: ListenOptions): Promise<
     note(`first run: starting at the unread mail${skipped ? ` (${skipped} already read skipped)` : ''}`);
   }
   const listener = new Listener({
-    url: session.ctx.url,
+    url: session.url(),
     token,
     cursor: file,
     resume: options.resume !== false,

@@ -69,7 +69,7 @@ export async function importDir(session: Session, dir: string, options: { owner?
         summary.skipped_no_token++;
         continue;
       }
-      const client = new RoostClient({ url: session.ctx.url, token, userAgent: USER_AGENT });
+      const client = new RoostClient({ url: session.url(), token, userAgent: USER_AGENT });
       const envelope = recordEnvelope(record, from, to);
       const original = importId(record, from, deterministicUlid).original;
       try {
