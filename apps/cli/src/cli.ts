@@ -1,4 +1,5 @@
 import { Command, CommanderError, Option } from 'commander';
+import { registerSelfCommands } from './cli-self';
 import { die, EXIT } from './output';
 import { Session, VERSION, type GlobalOptions } from './session';
 
@@ -36,7 +37,7 @@ function composeOptions(command: Command): Command {
     .option('-t, --text <text>', 'a text part (repeatable)', collect)
     .option('--stdin', 'read a text part from standard input')
     .option('--data <json>', 'a data part: a JSON object (repeatable)', collect)
-    .option('--file <path>', 'upload and attach a file (repeatable)', collect)
+    .option('--file <path>', 'upload and attach a file, or attach one uploaded before by its id (file_…) (repeatable)', collect)
     .option('--image <path>', 'upload and attach an image (repeatable)', collect)
     .option('-s, --subject <subject>', 'subject')
     .option('--cc <handle>', 'carbon copy (repeatable)', collect)
@@ -130,21 +131,23 @@ export function program(): Command {
     .action(act(() => messages().receipt));
   root.command('status <id>').description('delivery status and receipts of an envelope you sent').action(act(() => messages().status));
 
+  registerSelfCommands(root, act);
+
   const sched = root.command('schedule').description('repeated and delayed deliveries');
   sched
     .command('create <to...>')
-    .description('create a schedule: --at for one delayed send, --every to repeat')
+    .description('create a schedule: --at for one delayed send; --every to repeat, with --count or --until (one is required)')
     .option('-t, --text <text>', 'a text part (repeatable)', collect)
     .option('--data <json>', 'a data part (repeatable)', collect)
     .option('-s, --subject <subject>', 'subject')
     .option('--cc <handle>', 'carbon copy (repeatable)', collect)
-    .option('--every <duration>', 'interval, e.g. 1h, 30m')
+    .option('--every <duration>', 'repeat interval, e.g. 1h, 30m; at least the operator minimum ROOST_SCHEDULE_MIN_INTERVAL_MS (default 1m); needs --count or --until')
     .option('--at <when>', 'first (or only) run: ISO date, epoch ms, or a duration from now')
-    .option('--count <n>', 'stop after n sends')
-    .option('--until <when>', 'stop after this time')
+    .option('--count <n>', 'stop after n sends (a repeating schedule needs this or --until)')
+    .option('--until <when>', 'stop after this time (a repeating schedule needs this or --count)')
     .action(act(() => schedule().create));
   sched.command('list').description('your schedules').action(act(() => schedule().list));
-  sched.command('show <id>').description('one schedule').action(act(() => schedule().show));
+  sched.command('show <id>').description('one schedule (id or short id)').action(act(() => schedule().show));
   sched.command('pause <id>').description('pause').action(act(() => (s: Session, id: string) => schedule().setStatus(s, id, 'paused')));
   sched.command('resume <id>').description('resume').action(act(() => (s: Session, id: string) => schedule().setStatus(s, id, 'active')));
   sched.command('cancel <id>').description('cancel (stays readable)').action(act(() => schedule().cancel));

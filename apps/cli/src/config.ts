@@ -149,7 +149,7 @@ export function resolveContext(flags: Flags = {}, env: NodeJS.ProcessEnv = proce
   );
   return {
     profile,
-    url: url!.replace(/\/+$/, ''),
+    url: normalizeUrl(url!),
     agent,
     token,
     adminToken,
@@ -158,6 +158,16 @@ export function resolveContext(flags: Flags = {}, env: NodeJS.ProcessEnv = proce
     configDir: configDir(env),
     stateDir: stateDir(env),
   };
+}
+
+/**
+ * `localhost:8025` and `127.0.0.1:8025/v1` mean http; a trailing slash is dropped (the CLI appends
+ * paths). Anything else is returned as given, and the session reports it.
+ */
+export function normalizeUrl(url: string): string {
+  let text = url.trim();
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(text) && /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d+)?(\/|$)/i.test(text)) text = `http://${text}`;
+  return text.replace(/\/+$/, '');
 }
 
 function readAdminTokenFile(file: string): string | undefined {

@@ -31,6 +31,8 @@ interface HookState {
   inbox_size?: number;
   /** size:mtime of OUTBOX.md and RECEIPTS.md when last mirrored. */
   local?: string;
+  /** INBOX.md size at the last SessionStart: blocks after it were announced to that session. */
+  session_inbox_size?: number;
 }
 
 const SHOWN_MAX = 2000;
@@ -108,18 +110,32 @@ function inboxHeaders(file: string, fromByte: number): TriageHeader[] {
     });
 }
 
+/** What a check found: the text to show, and whether any of it is mail from someone else. */
+interface HookNews {
+  text: string;
+  /** New mail from another agent. The agent's own sends, receipts and skipped blocks are not. */
+  mail: boolean;
+}
+
+const isStop = (event: string | undefined) => event === 'Stop' || event === 'SubagentStop';
+
+/** Lines shown at most for mail announced in an earlier session (the rest is counted). */
+const EARLIER_MAX = 10;
+
 /** Always exits 0: a hook must never break the harness; problems go to stderr. */
 export async function runHook(options: HookOptions): Promise<number> {
   try {
-    const text = await check(options);
-    if (text) process.stdout.write(hookOutput(options.event, text, options.json));
+    const news = await check(options);
+    // Stop may only force another turn for mail someone else sent: the agent's own reply or receipt
+    // going out is no reason to keep it working.
+    if (news && (news.mail || !isStop(options.event))) process.stdout.write(hookOutput(options.event, news.text, options.json));
   } catch (error) {
     process.stderr.write(`roost hook: ${(error as Error).message}\n`);
   }
   return 0;
 }
 
-async function check(options: HookOptions): Promise<string | undefined> {
+async function check(options: HookOptions): Promise<HookNews | undefined> {
   const ctx = resolveContext(options);
   if (!ctx.agent || !ctx.token) return undefined;
   const transport = new Transport(ctx.url, { timeoutMs: 5000, userAgent: 'roost-hook' });
@@ -129,6 +145,7 @@ async function check(options: HookOptions): Promise<string | undefined> {
     : join(ctx.stateDir, 'hook', ctx.profile, `${ctx.agent.replace(/^@/, '')}.json`);
   const state = readJson<HookState>(stateFile) ?? { shown: [] };
   const shown = new Set(state.shown);
+  const starting = options.event === 'SessionStart';
 
   if (mailboxDir && existsSync(mailboxDir)) {
     const inbox = join(mailboxDir, 'INBOX.md');
@@ -144,42 +161,69 @@ async function check(options: HookOptions): Promise<string | undefined> {
     });
     const inboxSize = existsSync(inbox) ? statSync(inbox).size : 0;
     const remoteNew = page.envelope_headers.length > 0;
-    if (!remoteNew && local === state.local && inboxSize === (state.inbox_size ?? 0)) return undefined;
+    const changed = remoteNew || local !== state.local || inboxSize !== (state.inbox_size ?? 0);
+    if (!changed && !starting) return undefined;
 
     const notes: string[] = [];
-    if (remoteNew || local !== state.local) {
-      const { RoostClient } = require('../../../libs/client/src/client') as typeof import('../../../libs/client/src/client');
-      const { mirrorOnce } = require('./mailbox/mirror') as typeof import('./mailbox/mirror');
-      const result = await mirrorOnce(new RoostClient({ url: ctx.url, token: ctx.token, userAgent: 'roost-hook' }), ctx.root!, ctx.agent);
-      for (const sent of result.sent) notes.push(`sent ${sent.in_reply_to ? `your reply to ${sent.in_reply_to.slice(-6)}` : 'your message'} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`);
-      for (const r of result.receipts) notes.push(`posted receipt ${r.status} for ${r.envelope_id.slice(-6)} (RECEIPTS.md:${r.line})`);
-      for (const p of result.problems) notes.push(`skipped ${p.file}:${p.line} "## ${p.heading}": ${p.reason}`);
+    let fresh: TriageHeader[] = [];
+    if (changed) {
+      if (remoteNew || local !== state.local) {
+        const { RoostClient } = require('../../../libs/client/src/client') as typeof import('../../../libs/client/src/client');
+        const { mirrorOnce } = require('./mailbox/mirror') as typeof import('./mailbox/mirror');
+        const result = await mirrorOnce(new RoostClient({ url: ctx.url, token: ctx.token, userAgent: 'roost-hook' }), ctx.root!, ctx.agent);
+        for (const sent of result.sent) notes.push(`sent ${sent.in_reply_to ? `your reply to ${sent.in_reply_to.slice(-6)}` : 'your message'} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`);
+        for (const r of result.receipts) notes.push(`posted receipt ${r.status} for ${r.envelope_id.slice(-6)} (RECEIPTS.md:${r.line})`);
+        for (const p of result.problems) notes.push(`skipped ${p.file}:${p.line} "## ${p.heading}": ${p.reason}`);
+      }
+      fresh = inboxHeaders(inbox, Math.min(state.inbox_size ?? 0, existsSync(inbox) ? statSync(inbox).size : 0)).filter((h) => !shown.has(h.id));
     }
-    const fresh = inboxHeaders(inbox, Math.min(state.inbox_size ?? 0, existsSync(inbox) ? statSync(inbox).size : 0)).filter((h) => !shown.has(h.id));
-    const next: HookState = {
-      shown: [...state.shown, ...fresh.map((h) => h.id)].slice(-SHOWN_MAX),
-      inbox_size: existsSync(inbox) ? statSync(inbox).size : 0,
-      local: `${stamp(join(mailboxDir, 'OUTBOX.md'))}|${stamp(join(mailboxDir, 'RECEIPTS.md'))}`,
-    };
-    writeJsonAtomic(stateFile, next);
-    if (fresh.length === 0 && notes.length === 0) return undefined;
+    // The mirror fetches bodies, so the operator's unread flag says nothing here: a new session is
+    // told about the blocks announced to the sessions since the previous SessionStart.
+    const freshIds = new Set(fresh.map((h) => h.id));
+    const earlierHeaders = starting ? inboxHeaders(inbox, state.session_inbox_size ?? 0).filter((h) => shown.has(h.id) && !freshIds.has(h.id)) : [];
+    const earlier = earlierHeaders.length
+      ? [
+          `Roost: ${earlierHeaders.length} in .roost/mailbox/INBOX.md for ${ctx.agent} announced in an earlier session:`,
+          ...earlierHeaders.slice(-EARLIER_MAX).map((h) => triageLine(h)),
+          ...(earlierHeaders.length > EARLIER_MAX ? [`(the ${EARLIER_MAX} newest shown)`] : []),
+        ]
+      : [];
+    if (changed || starting) {
+      const size = existsSync(inbox) ? statSync(inbox).size : 0;
+      const next: HookState = {
+        shown: [...state.shown, ...fresh.map((h) => h.id)].slice(-SHOWN_MAX),
+        inbox_size: size,
+        local: `${stamp(join(mailboxDir, 'OUTBOX.md'))}|${stamp(join(mailboxDir, 'RECEIPTS.md'))}`,
+        session_inbox_size: starting ? size : state.session_inbox_size,
+      };
+      writeJsonAtomic(stateFile, next);
+    }
+    if (fresh.length === 0 && notes.length === 0 && earlier.length === 0) return undefined;
     const lines = [];
     if (fresh.length) {
       lines.push(`Roost: ${fresh.length} new for ${ctx.agent} in .roost/mailbox/INBOX.md (id age from subject type size):`);
       lines.push(...fresh.map((h) => triageLine(h)));
-      lines.push('Reply in .roost/mailbox/OUTBOX.md (## reply <id>), decisions in RECEIPTS.md (## <id> + status:).');
     }
+    lines.push(...earlier);
+    if (fresh.length || earlier.length) lines.push('Reply in .roost/mailbox/OUTBOX.md (## reply <id>), decisions in RECEIPTS.md (## <id> + status:).');
     if (notes.length) lines.push(...notes.map((n) => `Roost: ${n}`));
-    return lines.join('\n');
+    return { text: lines.join('\n'), mail: fresh.some((h) => h.from !== ctx.agent) };
   }
 
   const page = await transport.json<MailboxPage>({ method: 'GET', path: '/mailbox', token: ctx.token, query: { unread: true, order: 'asc', limit: 100 } });
   const fresh = page.envelope_headers.filter((h) => !shown.has(h.id));
-  if (fresh.length === 0) return undefined;
-  writeJsonAtomic(stateFile, { shown: [...state.shown, ...fresh.map((h) => h.id)].slice(-SHOWN_MAX) } satisfies HookState);
-  return [
-    `Roost: ${fresh.length} new unread for ${ctx.agent} (id age from subject type size):`,
-    ...fresh.map((h) => triageLine(h)),
-    'Read: roost show <id>. Reply: roost reply <id> -t "…". Decide: roost receipt <id> accepted|rejected|deferred|….',
-  ].join('\n');
+  const earlier = starting ? page.envelope_headers.filter((h) => shown.has(h.id)) : [];
+  if (fresh.length === 0 && earlier.length === 0) return undefined;
+  if (fresh.length) writeJsonAtomic(stateFile, { shown: [...state.shown, ...fresh.map((h) => h.id)].slice(-SHOWN_MAX) } satisfies HookState);
+  const lines = [];
+  if (fresh.length) lines.push(`Roost: ${fresh.length} new unread for ${ctx.agent} (id age from subject type size):`, ...fresh.map((h) => triageLine(h)));
+  if (earlier.length) {
+    lines.push(
+      `Roost: ${earlier.length}${page.next_cursor !== null ? '+' : ''} unread for ${ctx.agent} announced in an earlier session:`,
+      ...earlier.slice(0, EARLIER_MAX).map((h) => triageLine(h)),
+      ...(earlier.length > EARLIER_MAX ? ['… and more: roost inbox'] : []),
+    );
+  }
+  lines.push('Read: roost show <id>. Reply: roost reply <id> -t "…". Decide: roost receipt <id> accepted|rejected|deferred|….');
+  return { text: lines.join('\n'), mail: fresh.some((h) => h.from !== ctx.agent) };
 }

@@ -1,4 +1,5 @@
-import { AliasMap, deriveThread, importKey, parseRecord, readLog, sampId, splitThreadPrefix } from './samp';
+import { deterministicUlid } from '../../../libs/domain/src/ids';
+import { AliasMap, deriveThread, importId, importKey, parseRecord, readLog, refusalSummary, sampId, splitThreadPrefix, type SampRecord } from './samp';
 
 describe('SAMP v1 records', () => {
   it('hashes {body, from, thread, to, ts} with sorted keys and raw non-ASCII', () => {
@@ -44,6 +45,35 @@ describe('SAMP v1 records', () => {
   it('keys imports by (from, id) so a re-import derives the same envelope id', () => {
     const record = parseRecord(JSON.stringify({ ts: 1, from: 'a', to: 'b', thread: 't', body: 'x' }));
     expect('error' in record).toBe(false);
-    expect(importKey(record as never)).toMatch(/^samp\/v1:a:[0-9a-f]{16}$/);
+    expect(importKey(record as never, '@acme.a')).toMatch(/^samp\/v1:@acme\.a:[0-9a-f]{16}$/);
+  });
+
+  it('derives ids from the mapped handle: one folder imported for two owners does not collide', () => {
+    const record = parseRecord(JSON.stringify({ ts: 1, from: 'a', to: 'b', thread: 't', body: 'x' })) as SampRecord;
+    const one = importId(record, '@one.a', deterministicUlid);
+    const two = importId(record, '@two.a', deterministicUlid);
+    expect(one.id).not.toBe(two.id);
+    expect(importId(record, '@one.a', deterministicUlid)).toEqual(one);
+    expect(one.original).toBe(false);
+  });
+
+  it('a record exported from an envelope imports back as that envelope, for the same sender only', () => {
+    const line = JSON.stringify({ id: '0123456789abcdef', ts: 1, from: 'a', to: 'b', thread: 't', body: 'x', asmtp_id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y', asmtp_from: '@acme.a' });
+    const record = parseRecord(line) as SampRecord;
+    expect(record).toMatchObject({ asmtp_id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y', asmtp_from: '@acme.a' });
+    expect(importId(record, '@acme.a', deterministicUlid)).toEqual({ id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y', original: true });
+    expect(importId(record, '@other.a', deterministicUlid).original).toBe(false);
+    expect(parseRecord(JSON.stringify({ ...JSON.parse(line), asmtp_id: 'nope' }))).not.toHaveProperty('asmtp_id');
+  });
+
+  it('summarises a refused batch: counts per code and the first three reasons, each short', () => {
+    const refused = Array.from({ length: 18 }, (_, i) => ({ file: '/x/log-a.jsonl', id: `id${i}`, code: 'ID_COLLISION', message: 'envelope id is already used by another sender '.repeat(5) }));
+    const { text, hint } = refusalSummary(refused);
+    const lines = text.split('\n');
+    expect(lines[0]).toBe('refused 18: ID_COLLISION ×18');
+    expect(lines).toHaveLength(5);
+    expect(lines[4]).toBe('  … 15 more (--json lists them all)');
+    expect(Math.max(...lines.map((l) => l.length))).toBeLessThan(160);
+    expect(hint).toMatch(/another sender/);
   });
 });

@@ -12,7 +12,15 @@ export interface SampRecord {
   to: string;
   thread: string;
   body: string;
+  /**
+   * Roost's own fields on records it exports (SAMP readers ignore unknown fields): the envelope id
+   * and sender handle the record came from, so importing it back recognises the envelope.
+   */
+  asmtp_id?: string;
+  asmtp_from?: string;
 }
+
+const ENVELOPE_ID_RE = /^01[0-9A-HJKMNP-TV-Z]{24}$/;
 
 export const ALIAS_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const HANDLE_RE = /^@[a-z0-9_-]+\.[a-z0-9_-]+$/;
@@ -74,7 +82,11 @@ export function parseRecord(line: string): SampRecord | { error: string } {
     thread = split.thread ?? deriveThread(from, ts, body);
   }
   const id = typeof value.id === 'string' && /^[0-9a-f]{16}$/.test(value.id) ? value.id : sampId({ ts, from, to, thread, body });
-  return { id, ts, from, to, thread, body };
+  const origin =
+    typeof value.asmtp_id === 'string' && ENVELOPE_ID_RE.test(value.asmtp_id) && typeof value.asmtp_from === 'string' && HANDLE_RE.test(value.asmtp_from)
+      ? { asmtp_id: value.asmtp_id, asmtp_from: value.asmtp_from }
+      : {};
+  return { id, ts, from, to, thread, body, ...origin };
 }
 
 /** Read a log file's lines: dedup by `(from, id)`, order by `ts` (stable: line order breaks ties). */
@@ -132,5 +144,46 @@ export class AliasMap {
   }
 }
 
-/** The deterministic envelope-id key of a record: SAMP identifies a record by `(from, id)`. */
-export const importKey = (record: SampRecord) => `samp/v1:${record.from}:${record.id}`;
+/**
+ * The deterministic envelope-id key of a record: SAMP identifies a record by `(from, id)`, and the
+ * sender is the mapped handle, not the alias, so importing one folder for two owners gives two
+ * sets of ids instead of colliding (`ID_COLLISION`: an id belongs to one sender).
+ */
+export const importKey = (record: SampRecord, fromHandle: string) => `samp/v1:${fromHandle}:${record.id}`;
+
+/**
+ * The envelope id a record imports as: the envelope it was exported from when it names one and
+ * the sender maps to the same handle (the same envelope coming home), else derived from the key.
+ */
+export function importId(record: SampRecord, fromHandle: string, derive: (key: string, ms: number) => string): { id: string; original: boolean } {
+  if (record.asmtp_id && record.asmtp_from === fromHandle) return { id: record.asmtp_id, original: true };
+  return { id: derive(importKey(record, fromHandle), record.ts * 1000), original: false };
+}
+
+export interface Refusal {
+  file: string;
+  id: string;
+  code: string;
+  message: string;
+}
+
+const REFUSAL_HINTS: Record<string, string> = {
+  ID_COLLISION: 'these envelope ids belong to another sender: map the aliases to other handles (--owner, --map)',
+  NOT_FOUND: 'a recipient is unknown or does not accept mail from the sender: create it, or map the alias elsewhere (--map alias=@o.n)',
+  RETRY_MISMATCH: 'an envelope with this id but other content exists: the record changed since it was imported',
+};
+
+/** A refused batch in a few lines: counts per code, then the first few reasons, each cut short. */
+export function refusalSummary(refused: readonly Refusal[], shown = 3): { text: string; hint?: string } {
+  const counts = new Map<string, number>();
+  for (const r of refused) counts.set(r.code, (counts.get(r.code) ?? 0) + 1);
+  const byCount = [...counts].sort((a, b) => b[1] - a[1]);
+  const cut = (text: string) => (text.length > 100 ? `${text.slice(0, 99)}…` : text);
+  const lines = [
+    `refused ${refused.length}: ${byCount.map(([code, n]) => `${code} ×${n}`).join(', ')}`,
+    ...refused.slice(0, shown).map((r) => `  ${r.file.split('/').pop()} ${r.id}: ${r.code} ${cut(r.message)}`),
+    ...(refused.length > shown ? [`  … ${refused.length - shown} more (--json lists them all)`] : []),
+  ];
+  const hints = byCount.map(([code]) => REFUSAL_HINTS[code]).filter((h): h is string => h !== undefined);
+  return { text: lines.join('\n'), ...(hints.length ? { hint: hints.join('; ') } : {}) };
+}

@@ -1,4 +1,5 @@
 import { RoostAdminClient, RoostClient } from '../../../libs/client/src/client';
+import { handleProblem } from '../../../libs/client/src/handles';
 import { resolveContext, type Context, type Flags } from './config';
 import { CliError, EXIT, printer, type ErrorContext, type Printer } from './output';
 
@@ -20,6 +21,19 @@ export class Session {
     this.print = printer(options.json === true);
   }
 
+  /** The operator URL, checked when a command is about to use it (so `config show` still shows a bad one). */
+  url(): string {
+    if (!/^https?:\/\/[^/]/.test(this.ctx.url)) {
+      throw new CliError(
+        `not an operator URL: ${this.ctx.url} (from ${this.ctx.sources.url})`,
+        this.ctx.sources.url === '--url' ? EXIT.USAGE : EXIT.CONFIG,
+        'use http://host:port or https://host[/prefix], e.g. --url http://127.0.0.1:8025',
+        'BAD_URL',
+      );
+    }
+    return this.ctx.url;
+  }
+
   get where(): ErrorContext {
     return { url: this.ctx.url, agent: this.ctx.agent, profile: this.ctx.profile };
   }
@@ -31,6 +45,17 @@ export class Session {
         EXIT.CONFIG,
         'pass --as @owner.name, set ROOST_AGENT, or save a default with `roost config use @owner.name` (this folder) or `roost config profile <name> --agent @owner.name`',
         'NO_AGENT',
+      );
+    }
+    const problem = handleProblem(this.ctx.agent);
+    if (problem) {
+      const name = this.ctx.agent.replace(/^@/, '').split('.').pop()!.toLowerCase().replace(/[^a-z0-9_-]/g, '') || 'name';
+      const handle = problem.suggestion ?? `@<org>.${name}`;
+      throw new CliError(
+        `the acting agent (from ${this.ctx.sources.agent}) ${problem.message}`,
+        EXIT.USAGE,
+        `pass --as ${handle}; create it first with \`roost admin agent create ${handle}\` if it does not exist`,
+        'INVALID_HANDLE',
       );
     }
     return this.ctx.agent;
@@ -50,7 +75,7 @@ export class Session {
   }
 
   client(): RoostClient {
-    return new RoostClient({ url: this.ctx.url, token: this.requireToken(), userAgent: USER_AGENT });
+    return new RoostClient({ url: this.url(), token: this.requireToken(), userAgent: USER_AGENT });
   }
 
   admin(): RoostAdminClient {
@@ -62,6 +87,6 @@ export class Session {
         'NO_ADMIN_TOKEN',
       );
     }
-    return new RoostAdminClient({ url: this.ctx.url, adminToken: this.ctx.adminToken, userAgent: USER_AGENT });
+    return new RoostAdminClient({ url: this.url(), adminToken: this.ctx.adminToken, userAgent: USER_AGENT });
   }
 }

@@ -28,7 +28,7 @@ describe('triage line', () => {
       },
       1_000_000,
     );
-    expect(line).toBe('2V4X6Y 0s @acme.alice rcpt:accepted text ~120t cc+2 !secret sched');
+    expect(line).toBe('2V4X6Y 0s @acme.alice rcpt:accepted for 2V4X60 text ~120t cc+2 !secret sched');
   });
 
   it('cuts long subjects, flattens newlines and quotes, shows a dash for none', () => {

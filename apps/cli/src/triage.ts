@@ -7,7 +7,8 @@
  *
  * short id (last 6 characters of the ULID; every command takes it), age, sender, subject (36 chars
  * at most), type hint, size hint (approximate tokens), then markers: `re` (a reply), `cc+N`,
- * `!flag` (content guard), `rcpt:<status>` (a receipt), `sched` (sent by a schedule).
+ * `!flag` (content guard), `rcpt:<status> for <short id>` (a receipt and the envelope it answers),
+ * `sched` (sent by a schedule).
  */
 
 export interface TriageHeader {
@@ -106,8 +107,9 @@ export function triageLine(header: TriageHeader, now: number = Date.now()): stri
     tail.push('sched');
     used += cost.marker;
   }
+  // A receipt names the envelope it answers by its short id: which of several sends it decides.
   const subject = header.receipt
-    ? `rcpt:${header.receipt.status}`
+    ? `rcpt:${header.receipt.status} for ${shortId(header.receipt.envelope_id)}`
     : subjectText(header.subject, Math.max(4, Math.min(SUBJECT_MAX, Math.floor((LINE_TOKENS - used) * 3.3))));
   return [...head, subject, ...tail].join(' ');
 }

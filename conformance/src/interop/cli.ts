@@ -1,7 +1,7 @@
 import { Failure, keyOrder, show } from '../assert';
 import type { Http, Reply } from '../http';
 import { uuid } from '../ulid';
-import { HEADER_KEYS } from '../wire';
+import { LISTING_KEYS } from '../wire';
 
 /** What the ASMTP CLI 0.3.7 sends on every request (ASMTP.md §8.3). */
 export const USER_AGENT = `robotnet-cli/0.3.7 node/${process.versions.node} ${process.platform}-${process.arch}`;
@@ -76,12 +76,12 @@ export function cliAcceptsHeader(frame: any): string | null {
   return null;
 }
 
-/** Every header of a listing (or frame) the CLI accepts, in the reference key order. */
+/** Every header of a listing the CLI accepts, in the reference's listing key order (§3.5). */
 export function checkHeaders(headers: any[], what: string): void {
   for (const header of headers) {
     const problem = cliAcceptsHeader(header);
     if (problem) throw new Failure(`${what}: the CLI drops header ${show(header, 200)}: ${problem}`);
-    keyOrder(header, HEADER_KEYS, `${what} header ${header.id}`);
+    keyOrder(header, LISTING_KEYS, `${what} header ${header.id}`);
   }
 }
 

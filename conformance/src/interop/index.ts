@@ -2,7 +2,7 @@ import { caps } from '../caps';
 import { eq, expectStatus, Failure, keyOrder, ok, show } from '../assert';
 import { test, type Agent, type T } from '../runner';
 import { compareKeys, sleep, ulid } from '../ulid';
-import { ACCEPTED_KEYS, ADMIN_AGENT_KEYS, BODY_KEYS, FACT_KEYS, multipart, PDF, PNG } from '../wire';
+import { ACCEPTED_KEYS, ADMIN_AGENT_KEYS, BODY_KEYS, FACT_KEYS, FRAME_KEYS, LISTING_KEYS, multipart, PDF, PNG } from '../wire';
 import { checkHeaders, checkNextCursor, CliHttp, cliErrorCode, USER_AGENT } from './cli';
 import { CliListener } from './listen';
 
@@ -293,7 +293,7 @@ interop('errors', 'errors the CLI keys on: error.code with the HTTP status (401,
   eq([conflict.status, cliErrorCode(conflict)], [409, 'RETRY_MISMATCH'], 'a retry with another body');
 });
 
-interop('key-order', 'reference key order: headers (listing and push), stored bodies, the 202, monitor facts', async (t) => {
+interop('key-order', 'reference key orders: listing headers (§3.5) and push frames (§6.3) differ; stored bodies, the 202, monitor facts', async (t) => {
   const alice = await cliAgent(t, 'alice');
   const bob = await cliAgent(t, 'bob');
   const carol = await cliAgent(t, 'carol');
@@ -301,9 +301,13 @@ interop('key-order', 'reference key order: headers (listing and push), stored bo
   const parent = ulid();
   const { envelope } = await cliSend(t, alice, bob.handle, { cc: [carol.handle], subject: 's', inReplyTo: parent, monitor: 'mon_order', text: ['a', 'b'] });
   const frame = await socket.notifyOf(envelope.id as string, t.options.frameTimeoutMs);
-  eq(Object.keys(frame), ['op', 'id', 'from', 'to', 'cc', 'subject', 'in_reply_to', 'type_hint', 'size_hint', 'created_at', 'date_ms'], 'push frame keys');
+  eq(Object.keys(frame), [...FRAME_KEYS], 'push frame keys (§6.3)');
   const row = (await cliList(t, bob)).envelope_headers.find((h) => h.id === envelope.id);
-  eq(Object.keys(row), Object.keys(frame), 'listing header keys');
+  eq(Object.keys(row), LISTING_KEYS.filter((key) => key !== 'direction' && key !== 'unread'), 'listing header keys (§3.5)');
+  if ((await caps.outFeed(t.run)) === null) {
+    const sent = (await cliList(t, alice, { direction: 'both' })).envelope_headers.find((h) => h.id === envelope.id);
+    eq(Object.keys(sent), LISTING_KEYS.filter((key) => key !== 'unread'), 'listing header keys, direction=both');
+  }
   const body = (await new CliHttp(t.http, bob.token).ok('GET', `/messages?ids=${envelope.id}`)).envelopes[0];
   eq(Object.keys(body), ['id', 'from', 'to', 'date_ms', 'content_parts', 'cc', 'subject', 'in_reply_to', 'monitor'], 'stored body keys');
 });

@@ -183,8 +183,8 @@ export class RoostClient {
     });
   }
 
-  /** `GET /files/{id}` (or an absolute file URL on this operator): the bytes and their type. */
-  async downloadFile(idOrUrl: string): Promise<{ bytes: Buffer; contentType: string }> {
+  /** `GET /files/{id}` (or an absolute file URL on this operator): the bytes, their type and, when the operator names it, the filename. */
+  async downloadFile(idOrUrl: string): Promise<{ bytes: Buffer; contentType: string; filename?: string }> {
     let path = `/files/${enc(idOrUrl)}`;
     if (/^https?:\/\//.test(idOrUrl)) {
       if (!idOrUrl.startsWith(this.url)) throw new RoostError('protocol', `${idOrUrl} is not on ${this.url}; the bearer is only sent to its own operator`);
@@ -192,7 +192,12 @@ export class RoostClient {
     }
     const res = await this.transport.send({ method: 'GET', path, token: this.token });
     if (res.status !== 200) throw apiError(res);
-    return { bytes: res.body, contentType: String(res.headers['content-type'] ?? 'application/octet-stream') };
+    const disposition = /filename="([^"]*)"/.exec(String(res.headers['content-disposition'] ?? ''));
+    return {
+      bytes: res.body,
+      contentType: String(res.headers['content-type'] ?? 'application/octet-stream'),
+      ...(disposition?.[1] ? { filename: disposition[1] } : {}),
+    };
   }
 
   // --- self, allowlist, blocks (ASMTP.md §3.7) -----------------------------------------------

@@ -4,3 +4,4 @@ export * from './ulid';
 export * from './cursor';
 export * from './client';
 export * from './listener';
+export * from './handles';

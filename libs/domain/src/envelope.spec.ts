@@ -1,7 +1,7 @@
 import {
   expandRecipients,
   headerJsonOf,
-  headerWithDirection,
+  listingHeaderOf,
   nextCreatedAt,
   sizeHintOf,
   storedEnvelopeOf,
@@ -220,30 +220,41 @@ describe('headerJsonOf (ASMTP §6.3 envelope.notify)', () => {
   });
 });
 
-describe('headerWithDirection (ASMTP §3.5 out/both feeds)', () => {
+describe('listingHeaderOf (ASMTP §3.5 listing key order)', () => {
+  const full = headerJsonOf(
+    storedEnvelopeOf({ ...minimal, cc: ['@carol.demo'], subject: 's', in_reply_to: minimal.id }, '@alice.demo', minimal.content_parts),
+    { type_hint: 'text', size_hint: 8, created_at: 5 },
+    { flags: ['secret'], receipt: { envelope_id: minimal.id, status: 'accepted' }, schedule_id: 'sch_1' },
+  );
   const base = headerJsonOf(storedEnvelopeOf(minimal, '@alice.demo', minimal.content_parts), {
     type_hint: 'text',
     size_hint: 8,
     created_at: 5,
   });
 
-  it('appends direction as the last key and stays valid JSON', () => {
-    const header = JSON.parse(headerWithDirection(base, 'out'));
-    expect(Object.keys(header).at(-1)).toBe('direction');
+  it('orders every key as the reference lists them, then direction/unread, then Roost extensions', () => {
+    expect(Object.keys(JSON.parse(listingHeaderOf(full, 'self', false)))).toEqual([
+      'op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'cc', 'subject', 'in_reply_to', 'size_hint',
+      'direction', 'unread', 'flags', 'receipt', 'schedule_id',
+    ]);
+  });
+
+  it('the in feed carries neither direction nor unread, and optional keys stay omitted', () => {
+    expect(listingHeaderOf(base)).toBe(
+      `{"op":"envelope.notify","id":"${minimal.id}","from":"@alice.demo","to":${JSON.stringify(minimal.to)},"type_hint":"text","created_at":5,"date_ms":${minimal.date_ms},"size_hint":8}`,
+    );
+  });
+
+  it('out rows carry direction, no unread', () => {
+    const header = JSON.parse(listingHeaderOf(base, 'out'));
     expect(header.direction).toBe('out');
     expect(header).not.toHaveProperty('unread');
   });
 
-  it('appends unread after direction when given, as a JSON boolean', () => {
-    const header = JSON.parse(headerWithDirection(base, 'self', false));
-    expect(Object.keys(header).slice(-2)).toEqual(['direction', 'unread']);
-    expect(header.unread).toBe(false);
-    expect(JSON.parse(headerWithDirection(base, 'in', true)).unread).toBe(true);
-  });
-
-  it('keeps every original field unchanged', () => {
-    const { direction: _d, unread: _u, ...rest } = JSON.parse(headerWithDirection(base, 'in', true));
-    expect(rest).toEqual(JSON.parse(base));
+  it('keeps every original field unchanged (only the order differs from the push frame)', () => {
+    const { direction: _d, unread: _u, ...rest } = JSON.parse(listingHeaderOf(full, 'in', true));
+    expect(rest).toEqual(JSON.parse(full));
+    expect(JSON.parse(listingHeaderOf(full, 'in', true)).unread).toBe(true);
   });
 });
 

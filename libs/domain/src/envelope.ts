@@ -97,12 +97,28 @@ export function headerJsonOf(
 export type FeedDirection = 'in' | 'out' | 'self';
 
 /**
- * Header JSON for the `out`/`both` feeds: the stored header plus `direction` and, on rows where
- * the caller is a recipient and the feed is `both`, `unread` (ASMTP.md §3.5).
+ * The reference operator's key order for `GET /mailbox` headers (ASMTP.md §3.5), which differs
+ * from the push frame's (§6.3): `direction`/`unread` follow the reference keys, and Roost's own
+ * extension keys come last, so dropping them leaves the reference's bytes.
  */
-export function headerWithDirection(headerJson: string, direction: FeedDirection, unread?: boolean): string {
-  const tail = unread === undefined ? '' : `,"unread":${unread}`;
-  return `${headerJson.slice(0, -1)},"direction":"${direction}"${tail}}`;
+export const LISTING_KEYS = [
+  'op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'cc', 'subject', 'in_reply_to', 'size_hint',
+  'direction', 'unread', 'flags', 'receipt', 'schedule_id',
+] as const;
+
+/**
+ * A stored header (push-frame order, `headerJsonOf`) as a listing header: the same fields in the
+ * listing key order, plus `direction` and, on rows where the caller is a recipient in the `both`
+ * feed, `unread` (ASMTP.md §3.5). Keys it does not know keep their relative order at the end.
+ */
+export function listingHeaderOf(headerJson: string, direction?: FeedDirection, unread?: boolean): string {
+  const header = JSON.parse(headerJson) as Record<string, unknown>;
+  if (direction !== undefined) header.direction = direction;
+  if (unread !== undefined) header.unread = unread;
+  const listed: Record<string, unknown> = {};
+  for (const key of LISTING_KEYS) if (header[key] !== undefined) listed[key] = header[key];
+  for (const key of Object.keys(header)) if (!(key in listed)) listed[key] = header[key];
+  return JSON.stringify(listed);
 }
 
 /** `created_at` strictly greater than every recipient mailbox's last one, and never before the clock. */

@@ -4,7 +4,7 @@ import {
   agentResponseOf,
   AsmtpError,
   headerJsonOf,
-  headerWithDirection,
+  listingHeaderOf,
   storedEnvelopeOf,
   type Agent,
   type PostedEnvelope,
@@ -411,8 +411,8 @@ describe('domain builders produce bodies the wire schemas accept', () => {
     expect(responseViolations('stored-envelope', stored)).toEqual([]);
   });
 
-  it('headerJsonOf and headerWithDirection → header', () => {
+  it('headerJsonOf and listingHeaderOf → header', () => {
     expect(responseViolations('header', JSON.parse(header))).toEqual([]);
-    expect(responseViolations('header', JSON.parse(headerWithDirection(header, 'self', true)))).toEqual([]);
+    expect(responseViolations('header', JSON.parse(listingHeaderOf(header, 'self', true)))).toEqual([]);
   });
 });

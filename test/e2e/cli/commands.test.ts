@@ -132,7 +132,7 @@ describe('messages', () => {
   it('schedules: create, list, show, pause, resume, cancel', async () => {
     const created = await home.json<{ id: string; status: string }>(['--as', '@acme.alice', 'schedule', 'create', '@acme.bob', '-t', 'standup', '--every', '1h', '--count', '3']);
     expect(created.status).toBe('active');
-    expect(await home.ok(['--as', '@acme.alice', 'schedule', 'list'])).toContain(created.id);
+    expect(await home.ok(['--as', '@acme.alice', 'schedule', 'list'])).toContain(created.id.slice(-6));
     expect((await home.json(['--as', '@acme.alice', 'schedule', 'show', created.id])).interval_ms).toBe(3_600_000);
     expect((await home.json(['--as', '@acme.alice', 'schedule', 'pause', created.id])).status).toBe('paused');
     expect((await home.json(['--as', '@acme.alice', 'schedule', 'resume', created.id])).status).toBe('active');

@@ -129,12 +129,31 @@ describe('roost hook', () => {
     expect(output.hookSpecificOutput.additionalContext).toContain(`${sent.id.slice(-6)} `);
     expect(output.hookSpecificOutput.additionalContext).toContain('"Need a decision"');
     expect((await home.run(['hook', '--event', 'PostToolUse'], { cwd: danDir })).stdout).toBe('');
-    // A reply appended by the agent is sent by the next hook, which says so.
+    // A reply appended by the agent is sent by the next hook; at Stop that is no reason to force
+    // another turn, so it says nothing (the reply went out all the same).
     append(danDir, 'OUTBOX.md', `\n## reply ${sent.id}\n\nB.\n`);
+    expect(await home.run(['hook', '--event', 'Stop'], { cwd: danDir })).toEqual({ code: 0, stdout: '', stderr: '' });
+    const aliceInbox = await home.json<{ headers: Array<{ in_reply_to?: string; from: string }> }>(['--as', '@wt.alice', 'inbox']);
+    expect(aliceInbox.headers).toEqual(expect.arrayContaining([expect.objectContaining({ from: '@wt.dan', in_reply_to: sent.id })]));
+    // Its own receipt likewise.
+    append(danDir, 'RECEIPTS.md', `\n## ${sent.id}\nstatus: applied\n`);
+    expect((await home.run(['hook', '--event', 'Stop'], { cwd: danDir })).stdout).toBe('');
+    expect((await home.json<{ recipients: Array<{ status: string }> }>(['--as', '@wt.alice', 'status', sent.id])).recipients[0].status).toBe('applied');
+    // New mail from someone else does block Stop.
+    const next = await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.dan', '-s', 'One more', '-t', 'C?']);
     const stop = JSON.parse((await home.run(['hook', '--event', 'Stop'], { cwd: danDir })).stdout);
     expect(stop.decision).toBe('block');
-    expect(stop.reason).toMatch(/sent your reply/);
+    expect(stop.reason).toContain(next.id.slice(-6));
     expect((await home.run(['hook', '--event', 'Stop'], { cwd: danDir })).stdout).toBe('');
+    // A new session hears about the mail an earlier session was told about (the mirror fetched the
+    // bodies, so the operator counts them read: the hook goes by what it announced since the last start).
+    const start = JSON.parse((await home.run(['hook', '--event', 'SessionStart'], { cwd: danDir })).stdout);
+    expect(start.hookSpecificOutput.additionalContext).toMatch(/2 in \.roost\/mailbox\/INBOX\.md for @wt\.dan announced in an earlier session/);
+    expect(start.hookSpecificOutput.additionalContext).toContain(`${sent.id.slice(-6)} `);
+    expect(start.hookSpecificOutput.additionalContext).toContain(`${next.id.slice(-6)} `);
+    // PostToolUse still repeats nothing, and the session after that was told already.
+    expect((await home.run(['hook', '--event', 'PostToolUse'], { cwd: danDir })).stdout).toBe('');
+    expect((await home.run(['hook', '--event', 'SessionStart'], { cwd: danDir })).stdout).toBe('');
   });
 
   it('without a worktree mailbox: unread triage lines, never repeated, nothing about read mail', async () => {
@@ -150,6 +169,13 @@ describe('roost hook', () => {
     expect(second).toContain(b.id.slice(-6));
     expect(second).not.toContain(a.id.slice(-6));
     expect(second).not.toContain(c.id.slice(-6));
+    // A new session: the unread mail announced before (a, b), not the read one (c).
+    const start = (await home.run(['--as', '@wt.erin', 'hook', '--event', 'SessionStart'])).stdout;
+    const context = JSON.parse(start).hookSpecificOutput.additionalContext as string;
+    expect(context).toMatch(/2 unread for @wt\.erin announced in an earlier session/);
+    expect(context).toContain(a.id.slice(-6));
+    expect(context).toContain(b.id.slice(-6));
+    expect(context).not.toContain(c.id.slice(-6));
   });
 
   it('never fails the harness: unreachable operator or no configuration exit 0', async () => {

@@ -123,7 +123,8 @@ describe('GET /mailbox', () => {
     const rows = (await page(bob.token)).envelope_headers;
     expect(rows.map((h) => h.id)).toEqual([minimal.id, full.id]);
     const [first, second] = rows;
-    expect(Object.keys(first)).toEqual(['op', 'id', 'from', 'to', 'type_hint', 'size_hint', 'created_at', 'date_ms']);
+    // The reference lists headers in its own key order (ASMTP.md §3.5), not the push frame's (§6.3).
+    expect(Object.keys(first)).toEqual(['op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'size_hint']);
     expect(first).toEqual({
       op: 'envelope.notify',
       id: minimal.id,
@@ -135,7 +136,7 @@ describe('GET /mailbox', () => {
       date_ms: 1_747_000_000_000,
     });
     expect(Object.keys(second)).toEqual([
-      'op', 'id', 'from', 'to', 'cc', 'subject', 'in_reply_to', 'type_hint', 'size_hint', 'created_at', 'date_ms',
+      'op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'cc', 'subject', 'in_reply_to', 'size_hint',
     ]);
     expect(second).toMatchObject({
       to: [bob.handle, bob.handle],

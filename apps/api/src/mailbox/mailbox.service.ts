@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { MailboxRepository } from '#db';
-import { headerWithDirection, type Agent, type Cursor, type MailboxQuery } from '#domain';
+import { listingHeaderOf, type Agent, type Cursor, type MailboxQuery } from '#domain';
 import { Metrics } from '#metrics';
 import { validateRequest } from '#schemas';
 
@@ -22,25 +22,25 @@ export class MailboxService {
     }
   }
 
-  /** Stored header texts are concatenated, never re-serialised. */
+  /** Stored headers are in push-frame order; each is re-keyed into the listing order (ASMTP.md §3.5). */
   private async page(agent: Agent, query: MailboxQuery): Promise<string> {
     const page = { order: query.order, limit: query.limit, after: query.after };
     let headers: string[];
     let last: Cursor | undefined;
     if (query.direction === 'in') {
       const rows = await this.mailbox.listIn(agent.id, page, query.unread);
-      headers = rows.map((row) => row.header);
+      headers = rows.map((row) => listingHeaderOf(row.header));
       last = rows.at(-1) && { created_at: rows.at(-1)!.created_at, envelope_id: rows.at(-1)!.envelope_id };
     } else if (query.direction === 'out') {
       const rows = await this.mailbox.listOut(agent.id, page);
-      headers = rows.map((row) => headerWithDirection(row.header, row.self_addressed ? 'self' : 'out'));
+      headers = rows.map((row) => listingHeaderOf(row.header, row.self_addressed ? 'self' : 'out'));
       last = rows.at(-1) && { created_at: rows.at(-1)!.created_at, envelope_id: rows.at(-1)!.envelope_id };
     } else {
       const rows = await this.mailbox.listBoth(agent.id, page);
       headers = rows.map((row) =>
         row.read === null
-          ? headerWithDirection(row.header, 'out')
-          : headerWithDirection(row.header, row.sent ? 'self' : 'in', !row.read),
+          ? listingHeaderOf(row.header, 'out')
+          : listingHeaderOf(row.header, row.sent ? 'self' : 'in', !row.read),
       );
       last = rows.at(-1) && { created_at: rows.at(-1)!.created_at, envelope_id: rows.at(-1)!.envelope_id };
     }

@@ -1,4 +1,5 @@
 import type { AdminAgent, AdminAgentInput, Org, OrgInput } from '../../../../libs/client/src/types';
+import { requireHandle } from '../args';
 import { forgetAgentToken, storeAgentToken } from '../config';
 import { CliError, EXIT } from '../output';
 import type { Session } from '../session';
@@ -33,6 +34,7 @@ function withoutToken<T extends { token?: string; admin_token?: string }>(value:
 }
 
 export async function agentCreate(session: Session, handle: string, options: AgentFieldOptions & { showToken?: boolean }): Promise<void> {
+  requireHandle(handle);
   const created = await session.admin().createAgent(handle, agentFields(options));
   const file = storeAgentToken(session.ctx.profile, handle, created.token);
   session.print.out(
@@ -47,11 +49,13 @@ export async function agentList(session: Session): Promise<void> {
 }
 
 export async function agentShow(session: Session, handle: string): Promise<void> {
+  requireHandle(handle);
   const agent = await session.admin().agent(handle);
   session.print.out(() => JSON.stringify(agent, null, 2), agent);
 }
 
 export async function agentSet(session: Session, handle: string, options: AgentFieldOptions): Promise<void> {
+  requireHandle(handle);
   const fields = agentFields(options);
   if (Object.keys(fields).length === 0) throw new CliError('nothing to change', EXIT.USAGE, 'give --policy, --display-name, --description, --visibility, --content-guard or --retention-days', 'EMPTY');
   const agent = await session.admin().updateAgent(handle, fields);
@@ -59,6 +63,7 @@ export async function agentSet(session: Session, handle: string, options: AgentF
 }
 
 export async function agentRotate(session: Session, handle: string, options: { showToken?: boolean }): Promise<void> {
+  requireHandle(handle);
   const rotated = await session.admin().rotateAgentToken(handle);
   const file = storeAgentToken(session.ctx.profile, handle, rotated.token);
   session.print.out(
@@ -68,6 +73,7 @@ export async function agentRotate(session: Session, handle: string, options: { s
 }
 
 export async function agentRemove(session: Session, handle: string): Promise<void> {
+  requireHandle(handle);
   await session.admin().deleteAgent(handle);
   forgetAgentToken(session.ctx.profile, handle);
   session.print.out(`removed ${handle}`, { removed: handle });

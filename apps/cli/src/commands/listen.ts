@@ -1,5 +1,9 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import type { RoostClient } from '../../../../libs/client/src/client';
+import { FileCursorStore, ORIGIN } from '../../../../libs/client/src/cursor';
 import { Listener, type ListenerEnd } from '../../../../libs/client/src/listener';
+import type { Cursor } from '../../../../libs/client/src/types';
 import { CliError, EXIT } from '../output';
 import { USER_AGENT, type Session } from '../session';
 
@@ -16,6 +20,28 @@ export function cursorFile(session: Session, handle: string): string {
 }
 
 /**
+ * The first `listen` of an agent (no cursor file yet) starts at its unread mail, not at the origin:
+ * the cursor goes just before the oldest unread envelope, and the read envelopes after it are
+ * marked seen (up to 1,000, the cursor file's dedup bound), so nothing already read is replayed.
+ * With no unread mail it starts at the newest envelope. Returns how many were skipped as read.
+ */
+export async function seedCursor(client: RoostClient, file: string): Promise<{ cursor: Cursor | null; skipped: number }> {
+  const store = new FileCursorStore(file);
+  const oldestUnread = (await client.mailbox({ unread: true, order: 'asc', limit: 1 })).envelope_headers[0];
+  if (!oldestUnread) {
+    const newest = (await client.mailbox({ order: 'desc', limit: 1 })).envelope_headers[0];
+    const cursor = newest ? { created_at: newest.created_at, envelope_id: newest.id } : null;
+    store.save({ cursor, recent: new Map() });
+    return { cursor, skipped: 0 };
+  }
+  const before = (await client.mailbox({ order: 'desc', limit: 1, after: { created_at: oldestUnread.created_at, envelope_id: oldestUnread.id } })).envelope_headers[0];
+  const cursor = before ? { created_at: before.created_at, envelope_id: before.id } : ORIGIN;
+  const read = (await client.mailbox({ unread: false, order: 'asc', limit: 1000, after: cursor })).envelope_headers;
+  store.save({ cursor, recent: new Map(read.map((h) => [h.id, h.created_at])) });
+  return { cursor, skipped: read.length };
+}
+
+/**
  * One JSON line per frame on stdout (headers from replay, catch-up and live push; monitor facts;
  * `cursor.expired`), diagnostics on stderr. Ctrl-C saves the cursor and exits 0.
  */
@@ -24,8 +50,12 @@ export async function listen(session: Session, options: ListenOptions): Promise<
   const token = session.requireToken();
   const file = options.cursor ?? cursorFile(session, handle);
   const note = (text: string) => process.stderr.write(`roost listen: ${text}\n`);
+  if (!existsSync(file) && options.catchUp !== false) {
+    const { skipped } = await seedCursor(session.client(), file);
+    note(`first run: starting at the unread mail${skipped ? ` (${skipped} already read skipped)` : ''}`);
+  }
   const listener = new Listener({
-    url: session.ctx.url,
+    url: session.url(),
     token,
     cursor: file,
     resume: options.resume !== false,

@@ -1,14 +1,16 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { basename, extname } from 'node:path';
 import type { Draft } from '../../../../libs/client/src/client';
 import { RECEIPT_STATUSES, type ContentPart, type ReceiptStatus, type StoredEnvelope } from '../../../../libs/client/src/types';
+import { RoostError } from '../../../../libs/client/src/http';
+import { requireHandles } from '../args';
 import { resolveId } from '../ids';
 import { CliError, EXIT } from '../output';
 import { renderEnvelope } from '../render';
 import type { Session } from '../session';
 import { shortId, triageBlock } from '../triage';
 
-const MIME: Record<string, string> = {
+export const MIME: Record<string, string> = {
   '.png': 'image/png',
   '.jpg': 'image/jpeg',
   '.jpeg': 'image/jpeg',
@@ -19,6 +21,8 @@ const MIME: Record<string, string> = {
   '.md': 'text/markdown',
   '.txt': 'text/plain',
 };
+
+const FILE_ID_RE = /^file_[0-9A-Za-z_-]+$/;
 
 export interface ComposeOptions {
   text?: string[];
@@ -54,6 +58,11 @@ async function parts(session: Session, options: ComposeOptions): Promise<Content
     ...(options.image ?? []).map((path) => ['image', path] as ['image', string]),
   ];
   for (const [kind, path] of uploads) {
+    // A file uploaded before (`roost files upload`) is attached by its id, once (ASMTP.md §7.2).
+    if (FILE_ID_RE.test(path) && !existsSync(path)) {
+      out.push({ type: kind, file_id: path });
+      continue;
+    }
     let bytes: Buffer;
     try {
       bytes = readFileSync(path);
@@ -99,13 +108,34 @@ function acceptedText(accepted: { id: string; recipients: Array<{ handle: string
   return `sent ${accepted.id} (${shortId(accepted.id)}) to ${accepted.recipients.map((r) => r.handle).join(', ')}${warn}`;
 }
 
+/**
+ * A 404 on send means a recipient is unknown or does not admit the sender (ASMTP non-enumeration):
+ * name the recipients, since the operator's message cannot.
+ */
+export function namingRecipients(error: unknown, recipients: readonly string[]): unknown {
+  if (!(error instanceof RoostError) || error.status !== 404) return error;
+  const who = recipients.length === 1 ? recipients[0] : `one of ${recipients.join(', ')}`;
+  return new CliError(
+    `recipient not found: ${who} (unknown, or does not accept mail from you)`,
+    EXIT.NOT_FOUND,
+    'check the spelling; an unknown handle and one whose policy does not admit you look the same (ASMTP non-enumeration): ask its owner to allowlist you',
+    error.code,
+  );
+}
+
 export async function send(session: Session, to: string[], options: ComposeOptions): Promise<void> {
+  requireHandles(to, 'recipient');
+  requireHandles(options.cc, '--cc');
   const client = session.client();
-  const accepted = await client.send({ to, content_parts: await parts(session, options), ...draftFields(options) });
+  const draft = { to, content_parts: await parts(session, options), ...draftFields(options) };
+  const accepted = await client.send(draft).catch((error: unknown) => {
+    throw namingRecipients(error, [...new Set([...to, ...(options.cc ?? [])])]);
+  });
   session.print.out(() => acceptedText(accepted), accepted);
 }
 
 export async function reply(session: Session, id: string, options: ComposeOptions & { all?: boolean }): Promise<void> {
+  requireHandles(options.cc, '--cc');
   const client = session.client();
   const original = await client.message(await resolveId(client, id));
   const me = session.requireAgent();

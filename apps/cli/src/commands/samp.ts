@@ -7,7 +7,7 @@ import type { Header, StoredEnvelope } from '../../../../libs/client/src/types';
 import { credentialsFile, readJson, type Credentials } from '../config';
 import { CliError, EXIT } from '../output';
 import { partText } from '../render';
-import { AliasMap, deriveThread, importKey, readLog, sampId, type SampRecord } from '../samp';
+import { AliasMap, deriveThread, importId, readLog, refusalSummary, sampId, type Refusal, type SampRecord } from '../samp';
 import { USER_AGENT, type Session } from '../session';
 
 const LOG_RE = /^log-(.+)\.jsonl$/;
@@ -21,9 +21,9 @@ function logFiles(dir: string): Array<{ alias: string; file: string }> {
 }
 
 /** The envelope a record becomes; byte-identical on every import, so a re-import is a 202 replay. */
-export function recordEnvelope(record: SampRecord, to: string) {
+export function recordEnvelope(record: SampRecord, fromHandle: string, to: string) {
   return {
-    id: deterministicUlid(importKey(record), record.ts * 1000),
+    id: importId(record, fromHandle, deterministicUlid).id,
     to: [to],
     date_ms: record.ts * 1000,
     subject: record.thread,
@@ -47,7 +47,7 @@ export async function importDir(session: Session, dir: string, options: { owner?
   const stored = readJson<Credentials>(credentialsFile())?.profiles?.[session.ctx.profile]?.agents ?? {};
   const tokens = new Map<string, string>(Object.entries(stored));
   if (session.ctx.agent && session.ctx.token) tokens.set(session.ctx.agent, session.ctx.token);
-  const summary = { posted: 0, replayed: 0, skipped_no_token: 0, skipped_unmapped: 0, malformed: 0, refused: [] as Array<{ file: string; id: string; error: string }> };
+  const summary = { posted: 0, replayed: 0, skipped_no_token: 0, skipped_unmapped: 0, malformed: 0, refused: [] as Refusal[] };
   for (const { alias, file } of logFiles(dir)) {
     const { records, skipped } = readLog(readFileSync(file, 'utf8'));
     summary.malformed += skipped.length;
@@ -69,8 +69,9 @@ export async function importDir(session: Session, dir: string, options: { owner?
         summary.skipped_no_token++;
         continue;
       }
-      const client = new RoostClient({ url: session.ctx.url, token, userAgent: USER_AGENT });
-      const envelope = recordEnvelope(record, to);
+      const client = new RoostClient({ url: session.url(), token, userAgent: USER_AGENT });
+      const envelope = recordEnvelope(record, from, to);
+      const original = importId(record, from, deterministicUlid).original;
       try {
         const before = Date.now();
         const accepted = await client.send(envelope);
@@ -78,20 +79,27 @@ export async function importDir(session: Session, dir: string, options: { owner?
         if (accepted.received_ms < before) summary.replayed++;
         else summary.posted++;
       } catch (error) {
+        // A record exported from this envelope, coming home: the sender already holds that id with
+        // the content Roost stored (which the SAMP rendering need not reproduce byte for byte).
+        if (original && error instanceof RoostError && error.code === 'RETRY_MISMATCH') {
+          summary.replayed++;
+          continue;
+        }
         if (error instanceof RoostError && error.kind === 'api' && error.status !== 401) {
-          summary.refused.push({ file, id: record.id, error: `${error.code}: ${error.message}` });
+          summary.refused.push({ file, id: record.id, code: error.code, message: error.message });
           continue;
         }
         throw error;
       }
     }
   }
+  const refusals = summary.refused.length ? refusalSummary(summary.refused) : undefined;
   session.print.out(
     () =>
-      `imported ${summary.posted} new, ${summary.replayed} already there; skipped ${summary.skipped_no_token} (no token for the sender), ${summary.skipped_unmapped} (unmapped alias), ${summary.malformed} malformed${summary.refused.length ? `; refused ${summary.refused.length}: ${summary.refused.map((r) => `${r.id} ${r.error}`).join('; ')}` : ''}`,
+      `imported ${summary.posted} new, ${summary.replayed} already there; skipped ${summary.skipped_no_token} (no token for the sender), ${summary.skipped_unmapped} (unmapped alias), ${summary.malformed} malformed${refusals ? `\n${refusals.text}` : ''}`,
     summary,
   );
-  if (summary.refused.length) throw new CliError(`${summary.refused.length} record(s) refused by the operator`, EXIT.REJECTED, 'see the list above; an unknown recipient is refused as not found', 'REFUSED');
+  if (refusals) throw new CliError(`${summary.refused.length} record(s) refused by the operator`, EXIT.REJECTED, refusals.hint, 'REFUSED');
 }
 
 /** SAMP records of one envelope: one per recipient (SAMP has a single `to`). */
@@ -102,7 +110,7 @@ export function envelopeRecords(envelope: StoredEnvelope, aliases: AliasMap): Sa
   return [...new Set([...envelope.to, ...(envelope.cc ?? [])])].map((handle) => {
     const to = aliases.alias(handle);
     const thread = envelope.subject && envelope.subject !== '' ? envelope.subject : deriveThread(from, ts, body);
-    return { id: sampId({ ts, from, to, thread, body }), ts, from, to, thread, body };
+    return { id: sampId({ ts, from, to, thread, body }), ts, from, to, thread, body, asmtp_id: envelope.id, asmtp_from: envelope.from };
   });
 }
 
@@ -130,7 +138,8 @@ export async function exportDir(session: Session, dir: string, options: { map?: 
       const file = join(dir, `log-${record.from}.jsonl`);
       const ids = present(file);
       if (ids.has(record.id)) continue;
-      appendFileSync(file, `${JSON.stringify({ id: record.id, ts: record.ts, from: record.from, to: record.to, thread: record.thread, body: record.body })}\n`);
+      const line = { id: record.id, ts: record.ts, from: record.from, to: record.to, thread: record.thread, body: record.body, asmtp_id: record.asmtp_id, asmtp_from: record.asmtp_from };
+      appendFileSync(file, `${JSON.stringify(line)}\n`);
       ids.add(record.id);
       written++;
     }
