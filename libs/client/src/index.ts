@@ -4,3 +4,5 @@ export * from './ulid';
 export * from './cursor';
 export * from './client';
 export * from './listener';
+export * from './triage';
+export * from './render';

@@ -4,9 +4,9 @@ import type { Draft } from '../../../../libs/client/src/client';
 import { RECEIPT_STATUSES, type ContentPart, type ReceiptStatus, type StoredEnvelope } from '../../../../libs/client/src/types';
 import { resolveId } from '../ids';
 import { CliError, EXIT } from '../output';
-import { renderEnvelope } from '../render';
+import { renderEnvelope } from '../../../../libs/client/src/render';
 import type { Session } from '../session';
-import { shortId, triageBlock } from '../triage';
+import { shortId, triageBlock } from '../../../../libs/client/src/triage';
 
 const MIME: Record<string, string> = {
   '.png': 'image/png',

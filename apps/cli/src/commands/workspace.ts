@@ -7,7 +7,7 @@ import { addHooks, applyBlock, formatJson, jsonEqual, managedBlock, removeBlock,
 import { loadState, mailboxPaths, mirrorOnce, OUTBOX_TEMPLATE, RECEIPTS_TEMPLATE, type MirrorResult } from '../mailbox/mirror';
 import { CliError, EXIT } from '../output';
 import { USER_AGENT, type Session } from '../session';
-import { triageLine } from '../triage';
+import { triageLine } from '../../../../libs/client/src/triage';
 
 // --- mirror ----------------------------------------------------------------------------------
 
