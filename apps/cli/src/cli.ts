@@ -158,6 +158,10 @@ export function program(): Command {
     .option('--max-attempts <n>', 'give up after n failed connection attempts in a row')
     .action(act(() => (require('./commands/listen') as typeof import('./commands/listen')).listen));
   root
+    .command('mcp')
+    .description('MCP server on stdio for the acting agent (tools: send, inbox, read, wait_for_mail, …)')
+    .action(act(() => (require('./commands/mcp') as typeof import('./commands/mcp')).mcp));
+  root
     .command('doctor')
     .description('check configuration, operator, token, push and resume')
     .action(act(() => (require('./commands/doctor') as typeof import('./commands/doctor')).doctor));

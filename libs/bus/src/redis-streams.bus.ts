@@ -37,7 +37,7 @@ export class RedisFrameBus extends FrameBus {
   private readonly commands: Redis;
   private reader: Redis | undefined;
   private control: Redis | undefined;
-  private subscriber: FrameSubscriber | undefined;
+  private readonly subscribers = new Set<FrameSubscriber>();
   private readonly heldMailboxes = new Map<number, number>();
   private readonly heldPartitions = new Map<number, number>();
   /** Last stream id read per partition; a newly held partition starts at the stream's tail. */
@@ -150,18 +150,20 @@ export class RedisFrameBus extends FrameBus {
   }
 
   subscribe(subscriber: FrameSubscriber): void {
-    if (this.subscriber) throw new Error('the frame bus has one subscriber per process');
-    this.subscriber = subscriber;
+    this.subscribers.add(subscriber);
+    if (this.subscribers.size > 1) return; // the connections and the read loop are shared
     this.control = new Redis(this.options.url, { maxRetriesPerRequest: null });
     this.control.on('error', () => undefined);
-    this.control.on('ready', () => subscriber.onResync());
+    this.control.on('ready', () => this.each((s) => s.onResync()));
     void this.control.subscribe(this.controlChannel).catch(() => undefined);
     this.control.on('message', (_channel: string, message: string) => {
+      let control: AgentControl;
       try {
-        subscriber.onControl(JSON.parse(message) as AgentControl);
+        control = JSON.parse(message) as AgentControl;
       } catch {
-        // a malformed control message is ignored
+        return; // a malformed control message is ignored
       }
+      this.each((s) => s.onControl(control));
     });
     this.reader = new Redis(this.options.url, { maxRetriesPerRequest: null, enableOfflineQueue: true });
     this.reader.on('error', () => undefined);
@@ -256,7 +258,7 @@ export class RedisFrameBus extends FrameBus {
           failing = false;
           backoff = 100;
           this.logger.warn('frame stream reads recovered; resynchronising held mailboxes');
-          this.subscriber?.onResync();
+          this.each((s) => s.onResync());
         }
         if (reply) this.dispatch(reply);
       } catch (error) {
@@ -303,7 +305,7 @@ export class RedisFrameBus extends FrameBus {
         };
         if (field('k') === 'monitor') {
           const mailboxId = Number(field('m'));
-          if (this.heldMailboxes.has(mailboxId)) this.subscriber?.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' });
+          if (this.heldMailboxes.has(mailboxId)) this.each((s) => s.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' }));
           continue;
         }
         const envelopeId = field('e') ?? '';
@@ -314,13 +316,15 @@ export class RedisFrameBus extends FrameBus {
           const colon = pair.indexOf(':');
           const mailboxId = Number(pair.slice(0, colon));
           if (!this.heldMailboxes.has(mailboxId)) continue;
-          this.subscriber?.onFrame(
-            { mailbox_id: mailboxId, seq: Number(pair.slice(colon + 1)), envelope_id: envelopeId, created_at: createdAt, header },
-            committedAt,
-          );
+          const frame = { mailbox_id: mailboxId, seq: Number(pair.slice(colon + 1)), envelope_id: envelopeId, created_at: createdAt, header };
+          this.each((s) => s.onFrame(frame, committedAt));
         }
       }
     }
+  }
+
+  private each(deliver: (subscriber: FrameSubscriber) => void): void {
+    for (const subscriber of this.subscribers) deliver(subscriber);
   }
 
   async close(): Promise<void> {
