@@ -179,6 +179,7 @@ export function program(): Command {
     .option('--dir <dir>', 'worktree root (default: the working directory)')
     .option('--no-claude', 'skip .claude/settings.json')
     .option('--no-codex', 'skip .codex/hooks.json')
+    .option('--mcp', 'also register `roost mcp`: .mcp.json (Claude Code), .codex/config.toml (Codex)')
     .action(act(() => workspace().install));
   root
     .command('uninstall')

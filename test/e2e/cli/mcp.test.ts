@@ -22,7 +22,8 @@ const clients: Client[] = [];
 
 beforeAll(async () => {
   op = await startOperator();
-  for (const handle of ['@mcp.alice', '@mcp.bob', '@mcp.carol']) tokens[handle] = await op.agent(handle);
+  for (const handle of ['@mcp.alice', '@mcp.bob']) tokens[handle] = await op.agent(handle);
+  tokens['@mcp.carol'] = await op.agent('@mcp.carol', { visibility: 'public' });
 });
 afterAll(async () => {
   for (const client of clients) await client.close().catch(() => undefined);
@@ -180,11 +181,11 @@ describe('failures', () => {
     for (const authorization of [undefined, 'Bearer nope-not-a-token']) {
       const res = await fetch(`${op.url}/mcp`, { method: 'POST', headers: { ...headers, ...(authorization ? { authorization } : {}) }, body: JSON.stringify(init) });
       expect(res.status).toBe(401);
-      expect((await res.json()).error.code).toBe('UNAUTHORIZED');
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('UNAUTHORIZED');
     }
     const get = await fetch(`${op.url}/mcp`, { headers: { authorization: `Bearer ${tokens['@mcp.bob']}`, accept: 'text/event-stream' } });
     expect(get.status).toBe(405);
-    expect((await get.json()).error.code).toBe('METHOD_NOT_ALLOWED');
+    expect(((await get.json()) as { error: { code: string } }).error.code).toBe('METHOD_NOT_ALLOWED');
     // The SDK client sees the refusal too.
     await expect(httpSession(op.url, 'nope-not-a-token')).rejects.toThrow(/401|UNAUTHORIZED/);
   });
