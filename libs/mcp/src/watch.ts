@@ -1,4 +1,4 @@
-import { MemoryCursorStore } from '../../client/src/cursor';
+import { MemoryCursorStore, ORIGIN } from '../../client/src/cursor';
 import { isHeader, Listener } from '../../client/src/listener';
 import { RoostError } from '../../client/src/http';
 import type { Cursor } from '../../client/src/types';
@@ -28,7 +28,7 @@ export class ListenerMailWatch implements MailWatch {
       url: this.options.url,
       token: this.options.token,
       userAgent: this.options.userAgent,
-      cursor: new MemoryCursorStore(after ?? { created_at: 0, envelope_id: '00000000000000000000000000' }),
+      cursor: new MemoryCursorStore(after ?? ORIGIN),
       onFrame: (frame) => {
         if (isHeader(frame as unknown as Record<string, unknown>)) wake(true);
       },

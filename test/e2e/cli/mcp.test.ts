@@ -150,6 +150,14 @@ describe('wait_for_mail', () => {
     await wakes(await stdioSession('@mcp.carol'), sender, '@mcp.carol');
   });
 
+  it('wakes over stdio and HTTP on an empty mailbox (no cursor to start from)', async () => {
+    const sender = new RoostClient({ url: op.url, token: tokens['@mcp.alice'] });
+    tokens['@mcp.erin'] = await op.agent('@mcp.erin');
+    await wakes(await stdioSession('@mcp.erin'), sender, '@mcp.erin');
+    tokens['@mcp.frank'] = await op.agent('@mcp.frank');
+    await wakes(await httpSession(op.url, tokens['@mcp.frank']), sender, '@mcp.frank');
+  });
+
   it('wakes over HTTP (in-process bus)', async () => {
     const sender = new RoostClient({ url: op.url, token: tokens['@mcp.alice'] });
     await wakes(await httpSession(op.url, tokens['@mcp.carol']), sender, '@mcp.carol');
