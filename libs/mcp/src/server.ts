@@ -1,5 +1,5 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod/v4';
 import type { Draft, RoostClient } from '../../client/src/client';
 import { renderEnvelope } from '../../client/src/render';
@@ -28,6 +28,7 @@ const DEFAULT_WAIT_MS = 60_000;
 
 // Short descriptions: the whole tool list is paid at every session start (≤ 1,200 tokens, bench `mcp`).
 const handle = z.string();
+const handles = z.array(handle).describe('handles, @owner.name');
 const ids = z.array(z.string()).min(1).max(100);
 const text = z.string().optional();
 const data = z.record(z.string(), z.unknown()).optional().describe('JSON object part');
@@ -42,12 +43,14 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
   const { client } = options;
   const now = options.now ?? Date.now;
 
+  const definitions: Array<{ name: string; description: string; shape: z.ZodRawShape }> = [];
   const tool = <Shape extends z.ZodRawShape>(
     name: string,
     description: string,
     inputSchema: Shape,
     run: (args: z.infer<z.ZodObject<Shape>>, signal: AbortSignal) => Promise<CallToolResult>,
-  ) =>
+  ) => {
+    definitions.push({ name, description, shape: inputSchema });
     server.registerTool(name, { description, inputSchema }, (async (args: z.infer<z.ZodObject<Shape>>, extra: { signal: AbortSignal }) => {
       try {
         return await run(args, extra.signal);
@@ -55,13 +58,14 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
         return toolError(error);
       }
     }) as never);
+  };
 
   tool(
     'send',
     'Send an envelope (text and/or data).',
     {
-      to: z.array(handle).min(1),
-      cc: z.array(handle).optional(),
+      to: handles.min(1),
+      cc: handles.optional(),
       subject: z.string().optional(),
       text,
       data,
@@ -253,7 +257,32 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
     },
   );
 
+  // The SDK lists each tool with a `$schema` URL, `execution` defaults and safe-integer bounds:
+  // ~20 % of the list's tokens and no information. The same schemas, compact (the SDK still
+  // validates every call against the zod shapes above).
+  listing ??= definitions.map(({ name, description, shape }) => ({ name, description, inputSchema: compactSchema(z.toJSONSchema(z.object(shape), { target: 'draft-7', io: 'input' })) as Tool['inputSchema'] }));
+  const tools = listing;
+  server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
   return server;
+}
+
+/** The tool list is the same for every server: computed once per process. */
+let listing: Tool[] | undefined;
+
+const SAFE_BOUND = Number.MAX_SAFE_INTEGER;
+
+function compactSchema(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(compactSchema);
+  if (!schema || typeof schema !== 'object') return schema;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === '$schema') continue;
+    if ((key === 'minimum' && value === -SAFE_BOUND) || (key === 'maximum' && value === SAFE_BOUND)) continue;
+    if (key === 'propertyNames' && JSON.stringify(value) === '{"type":"string"}') continue;
+    if (key === 'additionalProperties' && JSON.stringify(value) === '{}') continue;
+    out[key] = compactSchema(value);
+  }
+  return out;
 }
 
 function parts(text: string | undefined, data: Record<string, unknown> | undefined): ContentPart[] {
