@@ -31,6 +31,15 @@ const TOKEN_BUDGET = 1200;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+function nodeBaseline(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    const child = spawn(process.execPath, ['-e', '0'], { stdio: 'ignore' });
+    child.on('error', reject);
+    child.on('exit', () => resolve(performance.now() - t0));
+  });
+}
+
 function initializeOnce(env: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
@@ -106,12 +115,19 @@ export async function mcpScenario(): Promise<Record<string, unknown>> {
     const listed = JSON.stringify({ tools });
     const tokens = { o200k_base: getEncoding('o200k_base').encode(listed).length, cl100k_base: getEncoding('cl100k_base').encode(listed).length };
 
+    // Interleaved with `node -e 0`, so load on the shared machine weighs on both alike.
     const initTimes: number[] = [];
+    const baseTimes: number[] = [];
     for (let i = 0; i < INIT_WARMUP + INIT_RUNS; i++) {
       const ms = await initializeOnce(env('@bench.bob', bob));
-      if (i >= INIT_WARMUP) initTimes.push(ms);
+      const base = await nodeBaseline();
+      if (i >= INIT_WARMUP) {
+        initTimes.push(ms);
+        baseTimes.push(base);
+      }
     }
     initTimes.sort((a, b) => a - b);
+    baseTimes.sort((a, b) => a - b);
 
     const sender = new RoostClient({ url: op.url, token: alice });
     const wakeStdio = await wakeLatencies(stdio, sender, '@bench.bob');
@@ -121,7 +137,14 @@ export async function mcpScenario(): Promise<Record<string, unknown>> {
       tools: tools.length,
       tool_list_tokens: tokens,
       tool_list_bytes: Buffer.byteLength(listed),
-      initialize_ms: { median_ms: round(percentile(initTimes, 50), 1), p95_ms: round(percentile(initTimes, 95), 1), min_ms: round(initTimes[0], 1), runs: INIT_RUNS },
+      initialize_ms: {
+        median_ms: round(percentile(initTimes, 50), 1),
+        p95_ms: round(percentile(initTimes, 95), 1),
+        min_ms: round(initTimes[0], 1),
+        node_baseline_median_ms: round(percentile(baseTimes, 50), 1),
+        over_baseline_ms: round(percentile(initTimes, 50) - percentile(baseTimes, 50), 1),
+        runs: INIT_RUNS,
+      },
       wait_wake_ms: { stdio: wakeStdio, http: wakeHttp },
       targets: { tool_list_tokens: TOKEN_BUDGET, initialize_ms: 200, wait_wake_p99_ms: 50 },
       database: database ? 'postgres' : 'pglite',

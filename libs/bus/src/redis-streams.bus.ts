@@ -45,6 +45,9 @@ export class RedisFrameBus extends FrameBus {
   /** Newly held partitions whose tail is being read (shared by concurrent holders). */
   private readonly attaching = new Map<number, Promise<void>>();
   private running = false;
+  /** The reader connection's CLIENT ID and whether it sits in a blocking XREAD (see `attach`). */
+  private readerId: string | undefined;
+  private blocking = false;
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
   /** The pipeline collecting this tick's publishes, flushed on the next tick. */
@@ -167,6 +170,10 @@ export class RedisFrameBus extends FrameBus {
     });
     this.reader = new Redis(this.options.url, { maxRetriesPerRequest: null, enableOfflineQueue: true });
     this.reader.on('error', () => undefined);
+    this.reader.on('ready', () => {
+      this.readerId = undefined;
+      void this.reader!.call('CLIENT', 'ID').then((id) => (this.readerId = String(id)), () => undefined);
+    });
     this.running = true;
     this.loop = this.readLoop();
   }
@@ -198,6 +205,11 @@ export class RedisFrameBus extends FrameBus {
         .finally(() => {
           this.attaching.delete(partition);
           this.wake?.();
+          // The loop may be blocked (up to READ_BLOCK_MS) on the other partitions: end that read
+          // now, so the new partition's frames are not late by a whole block.
+          if (this.blocking && this.readerId !== undefined) {
+            void this.commands.call('CLIENT', 'UNBLOCK', this.readerId).catch(() => this.options.onError?.('read'));
+          }
         });
       this.attaching.set(partition, pending);
     }
@@ -253,7 +265,13 @@ export class RedisFrameBus extends FrameBus {
         }
         const keys = partitions.map((p) => this.streamKey(p));
         const ids = partitions.map((p) => this.lastIds.get(p) ?? '$');
-        const reply = (await this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids)) as StreamReply;
+        let reply: StreamReply;
+        this.blocking = true;
+        try {
+          reply = (await this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids)) as StreamReply;
+        } finally {
+          this.blocking = false;
+        }
         if (failing) {
           failing = false;
           backoff = 100;
