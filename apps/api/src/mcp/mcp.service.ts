@@ -1,13 +1,19 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { InjectConfig, type Config } from '#config';
 import type { Agent } from '#domain';
 import { RoostClient } from '../../../../libs/client/src/client';
 import type { HttpResponse, WireRequest } from '../../../../libs/client/src/http';
-import { createRoostMcpServer } from '../../../../libs/mcp/src/server';
 import { MailWatchService } from './mail-watch.service';
+
+/* eslint-disable @typescript-eslint/no-require-imports */
+// The MCP SDK (and zod) load on the first /mcp request: an api node that serves none never pays for them at start-up.
+const sdk = () => ({
+  ...(require('@modelcontextprotocol/sdk/server/streamableHttp.js') as typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js')),
+  ...(require('../../../../libs/mcp/src/server') as typeof import('../../../../libs/mcp/src/server')),
+});
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 /** `wait_for_mail` ends this long before the socket's idle timeout (ROOST_HTTP_REQUEST_TIMEOUT_MS). */
 const WAIT_MARGIN_MS = 2_000;
@@ -29,6 +35,7 @@ export class McpService {
   ) {}
 
   async handle(agent: Agent, token: string, request: FastifyRequest, reply: FastifyReply, body: unknown): Promise<void> {
+    const { createRoostMcpServer, StreamableHTTPServerTransport } = sdk();
     const client = new RoostClient({ url: 'http://roost.mcp', token, userAgent: 'roost-mcp', dispatch: (wire) => this.inject(wire) });
     const server = createRoostMcpServer({
       client,
