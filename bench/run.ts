@@ -4,6 +4,7 @@ import { cliScenario } from './cli';
 import { connectionsScenario } from './connections';
 import { fanoutScenario } from './fanout';
 import { guardCorpusScenario, guardScenario } from './guard';
+import { mcpScenario } from './mcp';
 import { preparedScenario } from './prepared';
 import { purgeScenario } from './purge';
 import { pushScenario } from './push';
@@ -22,6 +23,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   push: () => pushScenario(),
   fanout: () => fanoutScenario(),
   connections: () => connectionsScenario(),
+  mcp: () => mcpScenario(),
 };
 
 async function main(): Promise<void> {

@@ -128,3 +128,53 @@ describe('RedisFrameBus.stats', () => {
     }
   });
 });
+
+/** Several subscribers on one bus: the gateway and the api's MCP mail watch in one process. */
+describe('RedisFrameBus subscribers', () => {
+  const prefix = `roost-test:${ulid()}:`;
+  let bus: RedisFrameBus;
+  let redis: Redis;
+
+  beforeAll(() => {
+    bus = new RedisFrameBus({ url: testRedisUrl(), prefix, partitions: 4, maxLen: 1000 });
+    redis = new Redis(testRedisUrl());
+  });
+
+  afterAll(async () => {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+    await bus.close();
+  });
+
+  const until = async (check: () => boolean) => {
+    const deadline = Date.now() + 10_000;
+    while (!check()) {
+      if (Date.now() > deadline) throw new Error('timed out');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  };
+
+  it('delivers every frame to each subscriber, and a partition held while the reader blocks ends that block', async () => {
+    const seen = { a: [] as string[], b: [] as string[] };
+    const subscriber = (name: 'a' | 'b') => ({
+      onFrame: (frame: { mailbox_id: number; envelope_id: string }) => seen[name].push(`${frame.mailbox_id}:${frame.envelope_id}`),
+      onMonitor: () => undefined,
+      onControl: () => undefined,
+      onResync: () => undefined,
+    });
+    bus.subscribe(subscriber('a'));
+    bus.subscribe(subscriber('b'));
+    await bus.hold(1);
+    const internals = bus as unknown as { blocking: boolean; readerId: string | undefined; commands: Redis };
+    await until(() => internals.blocking && internals.readerId !== undefined);
+    const calls = jest.spyOn(internals.commands, 'call');
+    await bus.hold(2); // partition 2, new while the reader blocks on partition 1
+    expect(calls).toHaveBeenCalledWith('CLIENT', 'UNBLOCK', internals.readerId);
+    calls.mockRestore();
+    const id = ulid();
+    await bus.publish({ committed_at: Date.now(), frames: [{ mailbox_id: 2, seq: 1, envelope_id: id, created_at: 1, header: '{}' }], monitor: [] });
+    await until(() => seen.a.length > 0 && seen.b.length > 0);
+    expect(seen).toEqual({ a: [`2:${id}`], b: [`2:${id}`] });
+  });
+});

@@ -7,6 +7,9 @@ import { FilesController } from './files/files.controller';
 import { FilesService } from './files/files.service';
 import { MailboxController } from './mailbox/mailbox.controller';
 import { MailboxService } from './mailbox/mailbox.service';
+import { MailWatchService } from './mcp/mail-watch.service';
+import { McpController } from './mcp/mcp.controller';
+import { McpService } from './mcp/mcp.service';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesService } from './messages/messages.service';
 import { ReceiptsController } from './receipts/receipts.controller';
@@ -28,7 +31,8 @@ import { SearchService } from './search/search.service';
     ReceiptsController,
     AdminAgentsController,
     AdminOrgsController,
+    McpController,
   ],
-  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService, ReceiptsService],
+  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService, ReceiptsService, McpService, MailWatchService],
 })
 export class ApiModule {}

@@ -161,6 +161,10 @@ export function program(): Command {
     .option('--max-attempts <n>', 'give up after n failed connection attempts in a row')
     .action(act(() => (require('./commands/listen') as typeof import('./commands/listen')).listen));
   root
+    .command('mcp')
+    .description('MCP server on stdio for the acting agent (tools: send, inbox, read, wait_for_mail, …)')
+    .action(act(() => (require('./commands/mcp') as typeof import('./commands/mcp')).mcp));
+  root
     .command('doctor')
     .description('check configuration, operator, token, push and resume')
     .action(act(() => (require('./commands/doctor') as typeof import('./commands/doctor')).doctor));
@@ -178,6 +182,7 @@ export function program(): Command {
     .option('--dir <dir>', 'worktree root (default: the working directory)')
     .option('--no-claude', 'skip .claude/settings.json')
     .option('--no-codex', 'skip .codex/hooks.json')
+    .option('--mcp', 'also register `roost mcp`: .mcp.json (Claude Code), .codex/config.toml (Codex)')
     .action(act(() => workspace().install));
   root
     .command('uninstall')

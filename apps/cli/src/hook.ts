@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { Transport } from '../../../libs/client/src/http';
 import type { Cursor, MailboxPage } from '../../../libs/client/src/types';
 import { resolveContext, writeJsonAtomic, type Flags } from './config';
-import { triageLine, type TriageHeader } from './triage';
+import { triageLine, type TriageHeader } from '../../../libs/client/src/triage';
 
 /**
  * `roost hook`: run by harness hooks (Claude Code, Codex) on session start, after every tool call

@@ -1,4 +1,4 @@
-import { addHooks, applyBlock, END, managedBlock, removeBlock, removeHooks, START } from './install';
+import { addCodexMcp, addHooks, addMcpJson, applyBlock, END, managedBlock, removeBlock, removeCodexMcp, removeHooks, removeMcpJson, START } from './install';
 
 const block = managedBlock('@acme.bob');
 
@@ -68,5 +68,36 @@ describe('hook groups', () => {
   it('removes only roost commands from a group shared with another tool', () => {
     const shared = { hooks: { Stop: [{ hooks: [{ type: 'command', command: 'say done' }, { type: 'command', command: 'roost hook --event Stop' }] }] } };
     expect(removeHooks(shared)).toEqual({ hooks: { Stop: [{ hooks: [{ type: 'command', command: 'say done' }] }] } });
+  });
+});
+
+describe('MCP entries (install --mcp)', () => {
+  it('adds .mcp.json mcpServers.roost pinned to the agent, keeps other servers, removes back to the same JSON', () => {
+    const original = { mcpServers: { other: { command: 'x', args: [] } }, extra: 1 };
+    const installed = addMcpJson(original, '@acme.bob');
+    expect(installed.mcpServers).toEqual({ other: { command: 'x', args: [] }, roost: { command: 'roost', args: ['--as', '@acme.bob', 'mcp'] } });
+    expect(addMcpJson(installed, '@acme.bob')).toEqual(installed);
+    expect(removeMcpJson(installed)).toEqual(original);
+    expect(removeMcpJson(addMcpJson({}, undefined))).toEqual({});
+  });
+
+  it('leaves a roost server it did not write alone', () => {
+    const theirs = { mcpServers: { roost: { url: 'https://elsewhere/mcp' } } };
+    expect(addMcpJson(theirs, '@acme.bob')).toEqual(theirs);
+    expect(removeMcpJson(theirs)).toEqual(theirs);
+  });
+
+  it('appends [mcp_servers.roost] to config.toml once and removes it byte-exact', () => {
+    for (const original of ['', 'model = "o3"\n', '[profiles.x]\nmodel = "o3"\n\n[mcp_servers.other]\ncommand = "y"\n']) {
+      const installed = addCodexMcp(original, '@acme.bob');
+      expect(installed).toContain('[mcp_servers.roost]\ncommand = "roost"\nargs = ["--as", "@acme.bob", "mcp"]\n');
+      expect(addCodexMcp(installed, '@acme.bob')).toBe(installed);
+      expect(removeCodexMcp(installed)).toBe(original);
+    }
+  });
+
+  it('removes a roost table followed by another table, keeping that one', () => {
+    const text = 'a = 1\n\n[mcp_servers.roost]\ncommand = "roost"\nargs = ["mcp"]\n\n[mcp_servers.other]\ncommand = "y"\n';
+    expect(removeCodexMcp(text)).toBe('a = 1\n\n[mcp_servers.other]\ncommand = "y"\n');
   });
 });

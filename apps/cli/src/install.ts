@@ -129,3 +129,59 @@ function sortKeys(value: unknown): unknown {
   }
   return value;
 }
+
+// --- MCP server entries (`roost install --mcp`) ------------------------------------------------
+
+export const MCP_SERVER = 'roost';
+export const CODEX_MCP_HEADER = `[mcp_servers.${MCP_SERVER}]`;
+
+/** The command line a harness runs for `roost mcp`; the acting agent is pinned when known. */
+export function mcpArgs(agent: string | undefined): string[] {
+  return agent ? ['--as', agent, 'mcp'] : ['mcp'];
+}
+
+const isRoostMcpEntry = (entry: unknown): boolean =>
+  !!entry && typeof entry === 'object' && Array.isArray((entry as Json).args) && ((entry as Json).args as unknown[]).at(-1) === 'mcp';
+
+/** `.mcp.json` (Claude Code): `mcpServers.roost`, unless a server of that name is already there. */
+export function addMcpJson(settings: Json, agent: string | undefined, base = 'roost'): Json {
+  const out = structuredClone(settings);
+  const servers = (out.mcpServers && typeof out.mcpServers === 'object' ? out.mcpServers : (out.mcpServers = {})) as Json;
+  if (!(MCP_SERVER in servers)) servers[MCP_SERVER] = { command: base, args: mcpArgs(agent) };
+  return out;
+}
+
+/** Remove the `roost mcp` entry this tool wrote; an `mcpServers` left empty goes too. */
+export function removeMcpJson(settings: Json): Json {
+  const out = structuredClone(settings);
+  const servers = out.mcpServers as Json | undefined;
+  if (!servers || typeof servers !== 'object' || !isRoostMcpEntry(servers[MCP_SERVER])) return out;
+  delete servers[MCP_SERVER];
+  if (Object.keys(servers).length === 0) delete out.mcpServers;
+  return out;
+}
+
+const tomlString = (value: string) => JSON.stringify(value);
+
+/** `.codex/config.toml` (Codex): a `[mcp_servers.roost]` table appended, unless one is there. */
+export function addCodexMcp(text: string, agent: string | undefined, base = 'roost'): string {
+  if (text.split('\n').some((line) => line.trim() === CODEX_MCP_HEADER)) return text;
+  const table = `${CODEX_MCP_HEADER}\ncommand = ${tomlString(base)}\nargs = [${mcpArgs(agent).map(tomlString).join(', ')}]\n`;
+  if (text === '') return table;
+  const sep = text.endsWith('\n\n') ? '' : text.endsWith('\n') ? '\n' : '\n\n';
+  return `${text}${sep}${table}`;
+}
+
+/** Remove the `[mcp_servers.roost]` table (to the next table header) and the blank line before it. */
+export function removeCodexMcp(text: string): string {
+  const lines = text.split('\n');
+  const start = lines.findIndex((line) => line.trim() === CODEX_MCP_HEADER);
+  if (start < 0) return text;
+  let end = start + 1;
+  while (end < lines.length && !/^\s*\[/.test(lines[end])) end++;
+  if (end < lines.length) return [...lines.slice(0, start), ...lines.slice(end)].join('\n'); // another table follows
+  let from = start;
+  if (from > 0 && lines[from - 1].trim() === '') from--;
+  const out = lines.slice(0, from).join('\n');
+  return out === '' ? '' : `${out}\n`;
+}

@@ -55,7 +55,10 @@ export interface StreamStats {
 export abstract class FrameBus {
   abstract publish(delivery: Delivery): Promise<void>;
   abstract publishControl(control: AgentControl): Promise<void>;
-  /** Start delivering to `subscriber` (one per gateway process). */
+  /**
+   * Start delivering to `subscriber`: the gateway, and the api's MCP mail watch. Each gets every
+   * frame of every held mailbox and filters by the mailboxes it holds itself.
+   */
   abstract subscribe(subscriber: FrameSubscriber): void;
   /**
    * The gateway now holds sockets of this mailbox. Resolves once every frame published from then on

@@ -4,21 +4,21 @@ import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber, type 
 /** The embedded default: api and gateway share one process, so frames are handed over directly. */
 @Injectable()
 export class InProcessFrameBus extends FrameBus {
-  private subscriber: FrameSubscriber | undefined;
+  private readonly subscribers = new Set<FrameSubscriber>();
 
   async publish(delivery: Delivery): Promise<void> {
-    const subscriber = this.subscriber;
-    if (!subscriber) return;
-    for (const frame of delivery.frames) subscriber.onFrame(frame, delivery.committed_at);
-    for (const frame of delivery.monitor) subscriber.onMonitor(frame);
+    for (const subscriber of this.subscribers) {
+      for (const frame of delivery.frames) subscriber.onFrame(frame, delivery.committed_at);
+      for (const frame of delivery.monitor) subscriber.onMonitor(frame);
+    }
   }
 
   async publishControl(control: AgentControl): Promise<void> {
-    this.subscriber?.onControl(control);
+    for (const subscriber of this.subscribers) subscriber.onControl(control);
   }
 
   subscribe(subscriber: FrameSubscriber): void {
-    this.subscriber = subscriber;
+    this.subscribers.add(subscriber);
   }
 
   /** Publishing hands frames over synchronously: holding takes effect at once. */

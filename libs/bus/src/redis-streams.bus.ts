@@ -44,7 +44,7 @@ export class RedisFrameBus extends FrameBus {
   private readonly commands: Redis;
   private reader: Redis | undefined;
   private control: Redis | undefined;
-  private subscriber: FrameSubscriber | undefined;
+  private readonly subscribers = new Set<FrameSubscriber>();
   private readonly heldMailboxes = new Map<number, number>();
   private readonly heldPartitions = new Map<number, number>();
   /** Last stream id read per partition; a newly held partition starts at the stream's tail. */
@@ -52,6 +52,9 @@ export class RedisFrameBus extends FrameBus {
   /** Newly held partitions whose tail is being read (shared by concurrent holders). */
   private readonly attaching = new Map<number, Promise<void>>();
   private running = false;
+  /** The reader connection's CLIENT ID and whether it sits in a blocking XREAD (see `attach`). */
+  private readerId: string | undefined;
+  private blocking = false;
   private loop: Promise<void> | undefined;
   private wake: (() => void) | undefined;
   /** The pipeline collecting this tick's publishes, flushed on the next tick. */
@@ -158,21 +161,27 @@ export class RedisFrameBus extends FrameBus {
   }
 
   subscribe(subscriber: FrameSubscriber): void {
-    if (this.subscriber) throw new Error('the frame bus has one subscriber per process');
-    this.subscriber = subscriber;
+    this.subscribers.add(subscriber);
+    if (this.subscribers.size > 1) return; // the connections and the read loop are shared
     this.control = new Redis(this.options.url, { maxRetriesPerRequest: null });
     this.control.on('error', () => undefined);
-    this.control.on('ready', () => subscriber.onResync());
+    this.control.on('ready', () => this.each((s) => s.onResync()));
     void this.control.subscribe(this.controlChannel).catch(() => undefined);
     this.control.on('message', (_channel: string, message: string) => {
+      let control: AgentControl;
       try {
-        subscriber.onControl(JSON.parse(message) as AgentControl);
+        control = JSON.parse(message) as AgentControl;
       } catch {
-        // a malformed control message is ignored
+        return; // a malformed control message is ignored
       }
+      this.each((s) => s.onControl(control));
     });
     this.reader = new Redis(this.options.url, { maxRetriesPerRequest: null, enableOfflineQueue: true });
     this.reader.on('error', () => undefined);
+    this.reader.on('ready', () => {
+      this.readerId = undefined;
+      void this.reader!.call('CLIENT', 'ID').then((id) => (this.readerId = String(id)), () => undefined);
+    });
     this.running = true;
     this.loop = this.readLoop();
   }
@@ -204,6 +213,11 @@ export class RedisFrameBus extends FrameBus {
         .finally(() => {
           this.attaching.delete(partition);
           this.wake?.();
+          // The loop may be blocked (up to READ_BLOCK_MS) on the other partitions: end that read
+          // now, so the new partition's frames are not late by a whole block.
+          if (this.blocking && this.readerId !== undefined) {
+            void this.commands.call('CLIENT', 'UNBLOCK', this.readerId).catch(() => this.options.onError?.('read'));
+          }
         });
       this.attaching.set(partition, pending);
     }
@@ -275,12 +289,18 @@ export class RedisFrameBus extends FrameBus {
         }
         const keys = partitions.map((p) => this.streamKey(p));
         const ids = partitions.map((p) => this.lastIds.get(p) ?? '$');
-        const reply = (await this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids)) as StreamReply;
+        let reply: StreamReply;
+        this.blocking = true;
+        try {
+          reply = (await this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids)) as StreamReply;
+        } finally {
+          this.blocking = false;
+        }
         if (failing) {
           failing = false;
           backoff = 100;
           this.logger.warn('frame stream reads recovered; resynchronising held mailboxes');
-          this.subscriber?.onResync();
+          this.each((s) => s.onResync());
         }
         if (reply) this.dispatch(reply);
       } catch (error) {
@@ -327,7 +347,7 @@ export class RedisFrameBus extends FrameBus {
         };
         if (field('k') === 'monitor') {
           const mailboxId = Number(field('m'));
-          if (this.heldMailboxes.has(mailboxId)) this.subscriber?.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' });
+          if (this.heldMailboxes.has(mailboxId)) this.each((s) => s.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' }));
           continue;
         }
         const envelopeId = field('e') ?? '';
@@ -338,13 +358,15 @@ export class RedisFrameBus extends FrameBus {
           const colon = pair.indexOf(':');
           const mailboxId = Number(pair.slice(0, colon));
           if (!this.heldMailboxes.has(mailboxId)) continue;
-          this.subscriber?.onFrame(
-            { mailbox_id: mailboxId, seq: Number(pair.slice(colon + 1)), envelope_id: envelopeId, created_at: createdAt, header },
-            committedAt,
-          );
+          const frame = { mailbox_id: mailboxId, seq: Number(pair.slice(colon + 1)), envelope_id: envelopeId, created_at: createdAt, header };
+          this.each((s) => s.onFrame(frame, committedAt));
         }
       }
     }
+  }
+
+  private each(deliver: (subscriber: FrameSubscriber) => void): void {
+    for (const subscriber of this.subscribers) deliver(subscriber);
   }
 
   async close(): Promise<void> {

@@ -81,18 +81,21 @@ export class RoostClient {
     return this.call<Accepted>('POST', '/messages', body);
   }
 
-  /** `GET /messages/{id}` (marks it read for a recipient). */
-  message(id: string): Promise<StoredEnvelope> {
-    return this.call<StoredEnvelope>('GET', `/messages/${enc(id)}`);
+  /**
+   * `GET /messages/{id}` (marks it read for a recipient). `peek` (a Roost extension) leaves the
+   * read state alone.
+   */
+  message(id: string, options: { peek?: boolean } = {}): Promise<StoredEnvelope> {
+    return this.call<StoredEnvelope>('GET', `/messages/${enc(id)}`, undefined, { peek: options.peek ? true : undefined });
   }
 
-  /** `GET /messages?ids=` in request order; unentitled ids are omitted (marks them read). */
-  async messages(ids: string[]): Promise<StoredEnvelope[]> {
+  /** `GET /messages?ids=` in request order; unentitled ids are omitted (marks them read unless `peek`). */
+  async messages(ids: string[], options: { peek?: boolean } = {}): Promise<StoredEnvelope[]> {
     const out: StoredEnvelope[] = [];
     for (let i = 0; i < ids.length; i += 100) {
       // The comma must stay unencoded (ASMTP.md §3.4): the operator splits before percent-decoding.
       const batch = ids.slice(i, i + 100).map(enc).join(',');
-      const page = await this.call<{ envelopes: StoredEnvelope[] }>('GET', `/messages?ids=${batch}`);
+      const page = await this.call<{ envelopes: StoredEnvelope[] }>('GET', `/messages?ids=${batch}${options.peek ? '&peek=true' : ''}`);
       out.push(...page.envelopes);
     }
     return out;

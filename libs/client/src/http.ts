@@ -41,10 +41,24 @@ export interface HttpResponse {
   body: Buffer;
 }
 
+/** A request as it goes on the wire, for a custom `dispatch`. */
+export interface WireRequest {
+  method: string;
+  url: URL;
+  headers: Record<string, string | number>;
+  body?: Buffer;
+  timeoutMs: number;
+}
+
 export interface TransportOptions {
   /** Per-request timeout (default 30 s). */
   timeoutMs?: number;
   userAgent?: string;
+  /**
+   * Sends a request instead of node:http(s): e.g. an in-process HTTP injection on the operator
+   * itself (its MCP endpoint). It answers with the status, headers and body as received.
+   */
+  dispatch?: (request: WireRequest) => Promise<HttpResponse>;
 }
 
 /** Base URL + bearer plumbing shared by the agent and admin clients. */
@@ -86,6 +100,7 @@ export class Transport {
     }
     if (payload) headers['content-length'] = payload.length;
     const timeoutMs = req.timeoutMs ?? this.options.timeoutMs ?? 30_000;
+    if (this.options.dispatch) return this.options.dispatch({ method: req.method, url, headers, body: payload, timeoutMs });
     // node:https (and TLS) load only for https URLs: a loopback CLI call stays cheap.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const requester = url.protocol === 'https:' ? (require('node:https') as typeof import('node:https')).request : httpRequest;

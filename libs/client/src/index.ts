@@ -5,3 +5,5 @@ export * from './cursor';
 export * from './client';
 export * from './listener';
 export * from './handles';
+export * from './triage';
+export * from './render';

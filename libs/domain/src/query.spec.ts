@@ -8,6 +8,7 @@ import {
   parseCursorPair,
   parseIdsQuery,
   parseMailboxQuery,
+  parsePeek,
   parseQueryString,
   parseSearchQuery,
 } from './query';
@@ -349,5 +350,17 @@ describe('parseBlocksQuery (ASMTP §3.7)', () => {
     ['string offset', b64('{"offset":"1"}')],
   ])('a bad cursor (%s) → INVALID_CURSOR', (_what, cursor) => {
     expect(codeOf(() => parseBlocksQuery(q(`cursor=${encodeURIComponent(cursor)}`)))).toBe('INVALID_CURSOR');
+  });
+});
+
+describe('parsePeek (Roost extension on GET /messages)', () => {
+  it('is false when absent or false, true when true', () => {
+    expect(parsePeek(q(''))).toBe(false);
+    expect(parsePeek(q('peek=false'))).toBe(false);
+    expect(parsePeek(q('peek=true'))).toBe(true);
+  });
+
+  it('refuses any other value with INVALID_QUERY', () => {
+    expect(() => parsePeek(q('peek=1'))).toThrow('peek must be true or false');
   });
 });

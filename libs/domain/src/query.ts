@@ -123,6 +123,17 @@ export function parseIdsQuery(pairs: QueryPairs): string[] {
   return [...new Set(ids)];
 }
 
+/**
+ * `peek=true` on `GET /messages/{id}` and `GET /messages?ids=` (Roost extension, used by the MCP
+ * `read` tool): the body without marking it read. Absent or `false`: plain ASMTP.
+ */
+export function parsePeek(pairs: QueryPairs): boolean {
+  const raw = firstParam(pairs, 'peek');
+  if (raw === undefined || raw === 'false') return false;
+  if (raw === 'true') return true;
+  throw invalidQuery('peek must be true or false');
+}
+
 export interface SearchQuery {
   q: string;
   limit: number;

@@ -84,4 +84,21 @@ describe('roost install / uninstall', () => {
     await home.ok(['uninstall'], { cwd: repo });
     expect(readdirSync(repo)).toEqual([]);
   });
+
+  it('--mcp registers roost mcp for Claude Code and Codex beside the hooks; uninstall restores every byte', async () => {
+    const { home, repo } = fixture();
+    const before = tree(repo);
+    writeFileSync(join(repo, '.mcp.json'), '{\n  "mcpServers": {\n    "other": { "command": "other-mcp" }\n  }\n}\n');
+    const withMcp = tree(repo);
+    await home.ok(['--as', '@acme.bob', 'install', '--mcp'], { cwd: repo });
+    const claude = JSON.parse(readFileSync(join(repo, '.mcp.json'), 'utf8'));
+    expect(claude.mcpServers).toEqual({ other: { command: 'other-mcp' }, roost: { command: 'roost', args: ['--as', '@acme.bob', 'mcp'] } });
+    expect(readFileSync(join(repo, '.codex/config.toml'), 'utf8')).toBe('[mcp_servers.roost]\ncommand = "roost"\nargs = ["--as", "@acme.bob", "mcp"]\n');
+    expect(JSON.parse(readFileSync(join(repo, '.claude/settings.json'), 'utf8')).hooks.Stop).toBeDefined();
+    const again = await home.ok(['--as', '@acme.bob', 'install', '--mcp'], { cwd: repo });
+    expect(again).toContain('already installed');
+    await home.ok(['uninstall'], { cwd: repo });
+    expect(tree(repo)).toEqual(withMcp);
+    expect(before['.mcp.json']).toBeUndefined();
+  });
 });

@@ -45,6 +45,22 @@ describe('reading envelopes and read state', () => {
     expect({ status: reply.status, code: reply.body?.error?.code }).toEqual({ status, code });
   }
 
+  describe('peek=true (Roost extension, the MCP read tool)', () => {
+    it('returns the bodies without marking them read; other values are INVALID_QUERY and mark nothing', async () => {
+      const { alice, bob } = await agents('alice', 'bob');
+      const one = await send(alice.token, bob.handle);
+      const two = await send(alice.token, bob.handle);
+      expect((await op.client.get(`/messages/${one}?peek=true`, bob.token)).body.id).toBe(one);
+      const batch = await op.client.get(`/messages?ids=${one},${two}&peek=true`, bob.token);
+      expect(batch.body.envelopes.map((e: { id: string }) => e.id)).toEqual([one, two]);
+      expectError(await op.client.get(`/messages/${one}?peek=yes`, bob.token), 400, 'INVALID_QUERY');
+      expectError(await op.client.get(`/messages?ids=${one}&peek=1`, bob.token), 400, 'INVALID_QUERY');
+      expect(await unreadIds(bob.token)).toEqual([one, two]);
+      expect((await op.client.get(`/messages/${one}?peek=false`, bob.token)).status).toBe(200);
+      expect(await unreadIds(bob.token)).toEqual([two]);
+    });
+  });
+
   describe('GET /messages/{id} and batch', () => {
     it('#39 a recipient gets the stored body: id, stamped from, to, date_ms, content_parts; optional fields only when given', async () => {
       const { alice, bob, carol } = await agents('alice', 'bob', 'carol');

@@ -1,6 +1,6 @@
 import { Controller, Get, Header, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
 import { AcceptService, AgentGuard, CurrentAgent, PrefetchedRecipients, SenderGuard, type Accepted, type Recipients } from '#core';
-import { parseIdsQuery, type Agent, type QueryPairs } from '#domain';
+import { parseIdsQuery, parsePeek, type Agent, type QueryPairs } from '#domain';
 import { JSON_CONTENT_TYPE, JsonBody, LogContext, Query, type RequestContext } from '#http';
 import { MessagesService } from './messages.service';
 
@@ -30,7 +30,7 @@ export class MessagesController {
   @UseGuards(AgentGuard)
   @Header('content-type', JSON_CONTENT_TYPE)
   async batch(@CurrentAgent() agent: Agent, @Query() query: QueryPairs): Promise<string> {
-    const bodies = await this.messages.fetch(agent, parseIdsQuery(query));
+    const bodies = await this.messages.fetch(agent, parseIdsQuery(query), parsePeek(query));
     return `{"envelopes":[${bodies.join(',')}]}`;
   }
 
@@ -38,7 +38,7 @@ export class MessagesController {
   @Get('/:id')
   @UseGuards(AgentGuard)
   @Header('content-type', JSON_CONTENT_TYPE)
-  one(@CurrentAgent() agent: Agent, @Param('id') id: string): Promise<string> {
-    return this.messages.fetchOne(agent, id);
+  one(@CurrentAgent() agent: Agent, @Param('id') id: string, @Query() query: QueryPairs): Promise<string> {
+    return this.messages.fetchOne(agent, id, parsePeek(query));
   }
 }

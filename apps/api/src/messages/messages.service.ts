@@ -10,18 +10,18 @@ import { badRequest, isEnvelopeId, notFound, type Agent } from '#domain';
 export class MessagesService {
   constructor(private readonly mailbox: MailboxRepository) {}
 
-  async fetchOne(agent: Agent, id: string): Promise<string> {
+  async fetchOne(agent: Agent, id: string, peek = false): Promise<string> {
     if (!isEnvelopeId(id)) throw badRequest('INVALID_ENVELOPE_ID', 'not an envelope id');
-    const [body] = await this.fetch(agent, [id]);
+    const [body] = await this.fetch(agent, [id], peek);
     if (body === undefined) throw notFound();
     return body;
   }
 
-  /** Bodies of `ids` the agent may read, in request order (`ids` already de-duplicated). */
-  async fetch(agent: Agent, ids: readonly string[]): Promise<string[]> {
+  /** Bodies of `ids` the agent may read, in request order (`ids` already de-duplicated); `peek` marks nothing. */
+  async fetch(agent: Agent, ids: readonly string[], peek = false): Promise<string[]> {
     const rows = await this.mailbox.bodiesFor(agent.id, ids);
     if (rows.length === 0) return [];
-    await this.mailbox.markRead(agent.id, rows.map((row) => row.id), Date.now());
+    if (!peek) await this.mailbox.markRead(agent.id, rows.map((row) => row.id), Date.now());
     const bodies = new Map(rows.map((row) => [row.id, row.body]));
     return ids.filter((id) => bodies.has(id)).map((id) => bodies.get(id)!);
   }

@@ -6,9 +6,9 @@ import { RoostError } from '../../../../libs/client/src/http';
 import { requireHandles } from '../args';
 import { resolveId } from '../ids';
 import { CliError, EXIT } from '../output';
-import { renderEnvelope } from '../render';
+import { renderEnvelope } from '../../../../libs/client/src/render';
 import type { Session } from '../session';
-import { shortId, triageBlock } from '../triage';
+import { shortId, triageBlock } from '../../../../libs/client/src/triage';
 
 export const MIME: Record<string, string> = {
   '.png': 'image/png',

@@ -6,7 +6,7 @@ import { RoostError } from '../../../../libs/client/src/http';
 import type { Header, StoredEnvelope } from '../../../../libs/client/src/types';
 import { credentialsFile, readJson, type Credentials } from '../config';
 import { CliError, EXIT } from '../output';
-import { partText } from '../render';
+import { partText } from '../../../../libs/client/src/render';
 import { AliasMap, deriveThread, importId, readLog, refusalSummary, sampId, type Refusal, type SampRecord } from '../samp';
 import { USER_AGENT, type Session } from '../session';
 

@@ -4,7 +4,7 @@ import { positiveInt, requireHandles } from '../args';
 import { CliError, EXIT } from '../output';
 import type { Session } from '../session';
 import { parseDuration, parseWhen } from '../time';
-import { shortId } from '../triage';
+import { shortId } from '../../../../libs/client/src/triage';
 import type { ComposeOptions } from './messages';
 
 export interface ScheduleOptions extends ComposeOptions {

@@ -4,7 +4,7 @@ import type { AgentSelf, AgentSelfPatch, Header } from '../../../../libs/client/
 import { positiveInt, requireAllowlistEntry, requireHandle } from '../args';
 import { CliError, EXIT } from '../output';
 import type { Session } from '../session';
-import { age, shortId, subjectText, triageLine } from '../triage';
+import { age, shortId, subjectText, triageLine } from '../../../../libs/client/src/triage';
 import { MIME } from './messages';
 
 /**

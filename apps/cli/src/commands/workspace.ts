@@ -3,11 +3,11 @@ import { dirname, join, resolve } from 'node:path';
 import { MemoryCursorStore } from '../../../../libs/client/src/cursor';
 import { Listener } from '../../../../libs/client/src/listener';
 import { writeJsonAtomic } from '../config';
-import { addHooks, applyBlock, formatJson, jsonEqual, managedBlock, removeBlock, removeHooks } from '../install';
+import { addCodexMcp, addHooks, addMcpJson, applyBlock, formatJson, jsonEqual, managedBlock, removeBlock, removeCodexMcp, removeHooks, removeMcpJson } from '../install';
 import { loadState, mailboxPaths, mirrorOnce, OUTBOX_TEMPLATE, RECEIPTS_TEMPLATE, type MirrorResult } from '../mailbox/mirror';
 import { CliError, EXIT } from '../output';
 import { USER_AGENT, type Session } from '../session';
-import { triageLine } from '../triage';
+import { triageLine } from '../../../../libs/client/src/triage';
 
 // --- mirror ----------------------------------------------------------------------------------
 
@@ -138,7 +138,7 @@ function parseJsonFile(text: string | null, file: string): Record<string, unknow
   throw new CliError(`${file} is not a JSON object`, EXIT.CONFIG, `fix ${file} by hand, then rerun roost install`, 'BAD_JSON');
 }
 
-export function install(session: Session, options: { dir?: string; claude?: boolean; codex?: boolean; command?: string }): void {
+export function install(session: Session, options: { dir?: string; claude?: boolean; codex?: boolean; mcp?: boolean; command?: string }): void {
   const root = resolve(options.dir ?? process.cwd());
   mkdirSync(root, { recursive: true });
   const manifestFile = join(root, MANIFEST);
@@ -163,6 +163,11 @@ export function install(session: Session, options: { dir?: string; claude?: bool
   if (existsSync(join(root, 'CLAUDE.md'))) edit('CLAUDE.md', (text) => applyBlock(text ?? '', block));
   if (options.claude !== false) edit('.claude/settings.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.claude/settings.json'))));
   if (options.codex !== false) edit('.codex/hooks.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.codex/hooks.json'))));
+  if (options.mcp) {
+    // The MCP server beside the hooks: Claude Code reads .mcp.json, Codex its project config.toml.
+    if (options.claude !== false) edit('.mcp.json', (text) => formatJsonPreserving(text, addMcpJson(parseJsonFile(text, '.mcp.json'), session.ctx.agent)));
+    if (options.codex !== false) edit('.codex/config.toml', (text) => addCodexMcp(text ?? '', session.ctx.agent));
+  }
   edit('.roost/mailbox/OUTBOX.md', (text) => text ?? OUTBOX_TEMPLATE);
   edit('.roost/mailbox/RECEIPTS.md', (text) => text ?? RECEIPTS_TEMPLATE);
   if (session.ctx.agent && !existsSync(join(root, '.roost', 'config.json'))) {
@@ -200,8 +205,11 @@ export function uninstall(session: Session, options: { dir?: string }): void {
     const current = readText(file);
     if (current === null) continue;
     let next: string | null;
-    if (rel.endsWith('.json') && rel !== '.roost/config.json') {
-      const removed = removeHooks(parseJsonFile(current, rel));
+    if (rel === '.codex/config.toml') {
+      const removed = removeCodexMcp(current);
+      next = original !== null && removed.trimEnd() === original.trimEnd() ? original : original === null && removed.trim() === '' ? null : removed;
+    } else if (rel.endsWith('.json') && rel !== '.roost/config.json') {
+      const removed = (rel === '.mcp.json' ? removeMcpJson : removeHooks)(parseJsonFile(current, rel));
       const before = original === null ? {} : parseJsonFile(original, rel);
       next = jsonEqual(removed, before) ? original : Object.keys(removed).length === 0 && original === null ? null : formatJson(removed);
     } else if (rel.endsWith('AGENTS.md') || rel.endsWith('CLAUDE.md')) {

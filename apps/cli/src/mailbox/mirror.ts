@@ -5,8 +5,8 @@ import { compareCursors, writeFileAtomic } from '../../../../libs/client/src/cur
 import { RoostError } from '../../../../libs/client/src/http';
 import { ENVELOPE_ID_RE, ulid } from '../../../../libs/client/src/ulid';
 import { RECEIPT_STATUSES, type Cursor, type Header, type ReceiptStatus, type StoredEnvelope } from '../../../../libs/client/src/types';
-import { bodyText } from '../render';
-import { size } from '../triage';
+import { bodyText } from '../../../../libs/client/src/render';
+import { size } from '../../../../libs/client/src/triage';
 import { blockKeys, fence, oneLine, splitBlocks, type Malformed, type RawBlock } from './markdown';
 import { withLock } from './lock';
 

@@ -1,5 +1,5 @@
 /**
- * The triage line of `roost inbox` and `roost hook`: one unread header in ≤ 30 tokens, so a model
+ * The triage line of `roost inbox`, `roost hook` and the MCP `inbox` tool: one unread header in ≤ 30 tokens, so a model
  * can scan 80 of them for the price of a few JSON headers. Pure, dependency-free (the hook's fast
  * path loads it).
  *

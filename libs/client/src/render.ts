@@ -1,4 +1,4 @@
-import type { ContentPart, StoredEnvelope } from '../../../libs/client/src/types';
+import type { ContentPart, StoredEnvelope } from './types';
 
 /** Human rendering of bodies, shared by `roost show` and the worktree mailbox. */
 

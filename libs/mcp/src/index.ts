@@ -1,0 +1,3 @@
+export * from './server';
+export * from './watch';
+export * from './errors';
