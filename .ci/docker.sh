@@ -14,6 +14,9 @@
 #   4. The small and medium tiers on the image's Node (22, the host runs 20), with Postgres and
 #      Redis started by testcontainers from the local images (no DATABASE_URL / REDIS_URL).
 # Fails loudly: a tool that cannot be installed or started stops the run; nothing is skipped.
+#
+#   .ci/docker.sh          everything above (CI)
+#   .ci/docker.sh build    1-3 only: the images, for running the image tier by hand
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -116,6 +119,11 @@ build_seconds=$((SECONDS - build_started))
 rm -rf deploy/docker/npm-cache/_cacache
 size=$(docker image inspect --format '{{.Size}}' "$ROOST_IMAGE")
 step "image $ROOST_IMAGE: built in ${build_seconds}s, $((size / 1000000)) MB ($size bytes), $(docker run --rm "$ROOST_IMAGE" node --version)"
+
+if [ "${1:-}" = build ]; then
+  step "built; run the image tier with: ROOST_TEST_IMAGE=$ROOST_IMAGE ROOST_TEST_POSTGRES_IMAGE=$POSTGRES_IMAGE ROOST_TEST_REDIS_IMAGE=$REDIS_IMAGE TESTCONTAINERS_RYUK_DISABLED=true npx jest --selectProjects image"
+  exit 0
+fi
 
 # ---- 5. tests ---------------------------------------------------------------------------------
 export TESTCONTAINERS_RYUK_DISABLED=true # the reaper's image is not reachable; teardowns stop what they start

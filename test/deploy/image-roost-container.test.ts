@@ -10,7 +10,7 @@ describe('RoostContainer', () => {
 
   beforeAll(async () => {
     roost = await new RoostContainer(testImage())
-      .withAgents({ handle: '@tc.Alice', policy: 'open' }, { handle: '@tc.bob', policy: 'open' }, '@tc.carol')
+      .withAgents({ handle: '@tc.alice', policy: 'open' }, { handle: '@tc.bob', policy: 'open' }, '@tc.carol')
       .start();
   });
 
