@@ -6,7 +6,7 @@ import { loadMigrations } from '#db';
 import { RoostContainer, type StartedRoostContainer } from '../../libs/testcontainers/src';
 import { testImages } from '../support/services';
 import { connect } from '../support/ws';
-import { HARDENED, docker, dockerOk, inspect, report, stop, testImage, untilHealthy } from './image-support';
+import { HARDENED, docker, dockerOk, eventually, inspect, report, stop, testImage, untilHealthy } from './image-support';
 
 // The image as a cluster: Postgres and Redis containers on a private network, the migration
 // (`roost migrate`, the Helm hook Job) run to completion, then one api, one gateway and one worker
@@ -86,7 +86,12 @@ describe('api, gateway and worker containers against Postgres and Redis', () => 
         start_at: Date.now() + 1_000,
       });
       await socket.until(() => socket.notifies.some((frame) => frame.subject === 'scheduled'), 30_000, 'the scheduled frame');
-      expect(await api.client('@img.alice').schedule(schedule.id)).toEqual(expect.objectContaining({ send_count: 1 }));
+      // the firing commits the message, then records itself on the schedule
+      const fired = await eventually(async () => {
+        const current = await api.client('@img.alice').schedule(schedule.id);
+        return current.send_count === 1 ? current : undefined;
+      }, 10_000, 'the schedule to record its firing');
+      expect(fired.last_envelope_id).toBe(socket.notifies.find((frame) => frame.subject === 'scheduled').id);
     } finally {
       socket.close();
     }

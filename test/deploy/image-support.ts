@@ -82,7 +82,7 @@ export async function ok(url: string): Promise<true | undefined> {
 /** HEALTHCHECK status ('starting', 'healthy', 'unhealthy'). */
 export const health = (container: string): Promise<string> => inspect(container, '{{.State.Health.Status}}');
 
-export async function untilHealthy(container: string, timeoutMs = 90_000): Promise<void> {
+export async function untilHealthy(container: string, timeoutMs = 150_000): Promise<void> {
   await eventually(async () => ((await health(container)) === 'healthy' ? true : undefined), timeoutMs, `${container} healthy`);
 }
 
