@@ -17,6 +17,8 @@
 #
 #   .ci/docker.sh          everything above (CI)
 #   .ci/docker.sh build    1-3 only: the images, for running the image tier by hand
+# ROOST_CI_CACHE (default /var/cache/roost-ci): Node download, dockerd log. ROOST_CI_IMAGE: the tag
+# of the built image (default roost:ci).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -27,10 +29,12 @@ NODE_VERSION=22.23.5   # the image's Node; bump with the Dockerfile's default NO
 NPM_VERSION=10.9.9
 SUITE=bookworm
 CACHE="${ROOST_CI_CACHE:-/var/cache/roost-ci}"
+# The tags carry what the images are made from, so a change rebuilds them.
+recipe() { cat test/support/images/"$1"/* | sha256sum | cut -c1-10; }
 DEBIAN_IMAGE="roost-ci/debian:$SUITE-minbase"
-NODE_IMAGE="roost-ci/node:$NODE_VERSION-$SUITE"
-POSTGRES_IMAGE="roost-ci/postgres:15-$SUITE"
-REDIS_IMAGE="roost-ci/redis:7-$SUITE"
+NODE_IMAGE="roost-ci/node:$NODE_VERSION-$SUITE-$(recipe node)"
+POSTGRES_IMAGE="roost-ci/postgres:15-$SUITE-$(recipe postgres)"
+REDIS_IMAGE="roost-ci/redis:7-$SUITE-$(recipe redis)"
 ROOST_IMAGE="${ROOST_CI_IMAGE:-roost:ci}"
 export DOCKER_BUILDKIT=0 # the classic builder: BuildKit would want a frontend image from a registry
 mkdir -p "$CACHE"
@@ -68,25 +72,23 @@ fi
 
 # ---- 3. base images ---------------------------------------------------------------------------
 have_image() { docker image inspect "$1" >/dev/null 2>&1; }
-rootfs="$CACHE/rootfs-$SUITE"
-if ! have_image "$DEBIAN_IMAGE" || ! have_image "$NODE_IMAGE"; then
-  if [ ! -f "$rootfs/.complete" ]; then
-    step "debootstrap --variant=minbase $SUITE"
-    rm -rf "$rootfs"
-    timeout 600 debootstrap --variant=minbase "$SUITE" "$rootfs" http://deb.debian.org/debian >"$CACHE/debootstrap.log" 2>&1 \
-      || { tail -20 "$CACHE/debootstrap.log" >&2; die "debootstrap"; }
-    # security updates too, as an image build would get them
-    echo "deb http://deb.debian.org/debian-security $SUITE-security main" >>"$rootfs/etc/apt/sources.list"
-    echo "deb http://deb.debian.org/debian $SUITE-updates main" >>"$rootfs/etc/apt/sources.list"
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
-    touch "$rootfs/.complete"
-  fi
-  if ! have_image "$DEBIAN_IMAGE"; then
-    step "docker import $DEBIAN_IMAGE"
-    tar --exclude=./.complete -C "$rootfs" -c . | docker import \
-      --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-      --change 'CMD ["bash"]' - "$DEBIAN_IMAGE" >/dev/null || die "docker import $DEBIAN_IMAGE"
-  fi
+if ! have_image "$DEBIAN_IMAGE"; then
+  rootfs="$CACHE/rootfs-$SUITE"
+  step "debootstrap --variant=minbase $SUITE"
+  rm -rf "$rootfs"
+  timeout 900 debootstrap --variant=minbase "$SUITE" "$rootfs" http://deb.debian.org/debian >"$CACHE/debootstrap.log" 2>&1 \
+    || { tail -20 "$CACHE/debootstrap.log" >&2; die "debootstrap"; }
+  # security updates and point releases too, as an image build would get them
+  echo "deb http://deb.debian.org/debian-security $SUITE-security main" >>"$rootfs/etc/apt/sources.list"
+  echo "deb http://deb.debian.org/debian $SUITE-updates main" >>"$rootfs/etc/apt/sources.list"
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/*
+  step "docker import $DEBIAN_IMAGE"
+  tar -C "$rootfs" -c . | docker import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'CMD ["bash"]' - "$DEBIAN_IMAGE" >/dev/null || die "docker import $DEBIAN_IMAGE"
+  rm -rf "$rootfs"
+fi
+if ! have_image "$NODE_IMAGE"; then
   step "docker build $NODE_IMAGE"
   ctx=$(mktemp -d)
   cp -a "$node_dir" "$ctx/node"
