@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { AbstractStartedContainer, GenericContainer, Wait, type StartedTestContainer } from 'testcontainers';
-import { RoostAdminClient, RoostClient, type AdminAgentInput } from '#client';
+import { RoostAdminClient, RoostClient, type AdminAgentInput, type RoostError } from '#client';
 
 /** The image's API/WebSocket port and its metrics port (deploy/docker/Dockerfile). */
 export const ROOST_PORT = 8025;
@@ -76,7 +76,7 @@ export class RoostContainer extends GenericContainer {
       const admin = new RoostAdminClient({ url, adminToken: this.adminToken });
       try {
         for (const { handle, ...fields } of this.agents) {
-          const created = await admin.createAgent(handle, fields);
+          const created = await retryWhileUnavailable(() => admin.createAgent(handle, fields));
           tokens.set(created.handle, created.token);
         }
       } catch (error) {
@@ -85,6 +85,24 @@ export class RoostContainer extends GenericContainer {
       }
     }
     return new StartedRoostContainer(started, url, this.adminToken, tokens);
+  }
+}
+
+/**
+ * A 503 (a dependency briefly unavailable, e.g. Postgres connections on a loaded host just after
+ * start) changed nothing: retry it, honouring Retry-After, for up to 30 s.
+ */
+async function retryWhileUnavailable<T>(attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      const { status, details } = error as RoostError;
+      if (status !== 503 || Date.now() > deadline) throw error;
+      const retryAfterS = Number((details as { retry_after_s?: number } | undefined)?.retry_after_s ?? 0);
+      await new Promise((resolve) => setTimeout(resolve, Math.min(Math.max(retryAfterS * 1000, 250), 5_000)));
+    }
   }
 }
 
