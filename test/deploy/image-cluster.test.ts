@@ -56,11 +56,14 @@ describe('api, gateway and worker containers against Postgres and Redis', () => 
   });
 
   it('starts api (with two agents), gateway and worker, each ready', async () => {
-    [api, gateway, worker] = await Promise.all([
+    // allSettled, so afterAll stops whichever started when another did not
+    const started = await Promise.allSettled([
       node('api').withAgents({ handle: '@img.alice', policy: 'open' }, { handle: '@img.bob', policy: 'open' }).start(),
       node('gateway').start(),
       node('worker').start(),
     ]);
+    [api, gateway, worker] = started.map((result) => (result.status === 'fulfilled' ? result.value : undefined!));
+    for (const result of started) if (result.status === 'rejected') throw result.reason;
     for (const container of [api, gateway, worker]) {
       expect(await inspect(container.getId(), '{{.HostConfig.ReadonlyRootfs}} {{.Config.User}}')).toBe('true 1000:1000');
       expect(await dockerOk(['exec', container.getId(), 'id', '-u'])).toBe('1000');
