@@ -46,7 +46,20 @@ module.exports = {
       ...base,
       displayName: 'deploy',
       testMatch: ['<rootDir>/test/deploy/**/*.test.ts'],
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/deploy/image'],
       setupFilesAfterEnv: ['<rootDir>/test/support/timeouts.ts'],
     },
+    // The built image in Docker (test/deploy/image*.test.ts): only with ROOST_TEST_IMAGE naming
+    // it (.ci/docker.sh builds it and runs this project); `--selectProjects image` without it fails.
+    ...(process.env.ROOST_TEST_IMAGE
+      ? [
+          {
+            ...base,
+            displayName: 'image',
+            testMatch: ['<rootDir>/test/deploy/image*.test.ts'],
+            setupFilesAfterEnv: ['<rootDir>/test/support/timeouts-e2e.ts'],
+          },
+        ]
+      : []),
   ],
 };

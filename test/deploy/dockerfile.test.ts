@@ -60,6 +60,18 @@ describe('deploy/docker/Dockerfile', () => {
     for (const stage of stages) expect(stage.from === '${NODE_IMAGE}' || stage.from.startsWith('node:22')).toBe(true);
   });
 
+  it('needs no registry but the base image: no `# syntax=` frontend, npm ci from an optional offline cache', () => {
+    expect(text).not.toMatch(/^#\s*syntax=/im);
+    for (const stage of stages.filter((s) => all(s, 'RUN').some((r) => /\bnpm ci\b/.test(r.args)))) {
+      expect(all(stage, 'ARG').map((a) => a.args)).toContain('NPM_OFFLINE=false');
+      expect(all(stage, 'COPY').map((c) => c.args)).toContain('deploy/docker/npm-cache /tmp/npm-cache');
+      for (const run of all(stage, 'RUN').filter((r) => /\bnpm ci\b/.test(r.args))) {
+        expect(run.args).toMatch(/--cache \/tmp\/npm-cache --offline="\$NPM_OFFLINE"/);
+      }
+    }
+    expect(read(join(DEPLOY, 'docker', 'npm-cache', '.gitignore'))).toMatch(/^_cacache\/$/m);
+  });
+
   it('builds with npm ci and npm run build in a build stage', () => {
     const build = stages.find((s) => all(s, 'RUN').some((r) => /npm run build/.test(r.args)));
     expect(build).toBeDefined();
@@ -92,7 +104,8 @@ describe('deploy/docker/Dockerfile', () => {
     // USER comes after the last RUN, so nothing after it runs as root
     expect(user[0].line).toBeGreaterThan(Math.max(...all(final, 'RUN').map((r) => r.line)));
     expect(all(final, 'ENV').map((e) => e.args).join(' ')).toMatch(/ROOST_DATA_DIR=\/data/);
-    expect(all(final, 'EXPOSE').map((e) => e.args)).toEqual(['8025']);
+    expect(all(final, 'EXPOSE').map((e) => e.args)).toEqual(['8025 9464']);
+    expect(all(final, 'ENV').map((e) => e.args).join(' ')).toMatch(/ROOST_METRICS_PORT=9464/);
     expect(all(final, 'HEALTHCHECK')[0]?.args).toMatch(/\/healthz/);
     expect(all(final, 'ENTRYPOINT')[0]?.args).toBe('["roost"]');
   });

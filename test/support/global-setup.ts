@@ -1,5 +1,6 @@
 import pg from 'pg';
 import Redis from 'ioredis';
+import { testImages } from './services';
 
 type Stoppable = { stop(): Promise<unknown> };
 declare global {
@@ -28,17 +29,28 @@ export default async function globalSetup(): Promise<void> {
   if ((!databaseUrl || !redisUrl) && required) {
     throw new Error('ROOST_TEST_REQUIRE_SERVICES=1 but DATABASE_URL or REDIS_URL is not set');
   }
-  if (!databaseUrl) {
-    const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-    const container = await new PostgreSqlContainer('postgres:16-alpine').start();
-    containers.push(container);
-    databaseUrl = container.getConnectionUri();
-  }
-  if (!redisUrl) {
-    const { RedisContainer } = await import('@testcontainers/redis');
-    const container = await new RedisContainer('redis:7-alpine').start();
-    containers.push(container);
-    redisUrl = container.getConnectionUrl();
+  const images = testImages();
+  try {
+    if (!databaseUrl) {
+      const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
+      const container = await new PostgreSqlContainer(images.postgres).start();
+      containers.push(container);
+      databaseUrl = container.getConnectionUri();
+      process.stderr.write(`\ntest services: Postgres from ${images.postgres} (testcontainers) at ${container.getHost()}:${container.getPort()}\n`);
+    }
+    if (!redisUrl) {
+      const { RedisContainer } = await import('@testcontainers/redis');
+      const container = await new RedisContainer(images.redis).start();
+      containers.push(container);
+      redisUrl = container.getConnectionUrl();
+      process.stderr.write(`test services: Redis from ${images.redis} (testcontainers) at ${redisUrl}\n`);
+    }
+  } catch (error) {
+    for (const container of containers) await container.stop().catch(() => undefined);
+    throw new Error(
+      `no DATABASE_URL/REDIS_URL, and starting containers failed (Docker running? images ${images.postgres}, ${images.redis}; ` +
+        `ROOST_TEST_POSTGRES_IMAGE / ROOST_TEST_REDIS_IMAGE choose others): ${(error as Error).message}`,
+    );
   }
   await reachable('postgres', databaseUrl).catch((error: Error) => {
     throw new Error(`Postgres at ${databaseUrl} is not reachable: ${error.message}`);
