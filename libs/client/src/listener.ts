@@ -422,6 +422,9 @@ export class Listener {
     this.seen.add(key);
     this.recent.set(header.id, header.created_at);
     if (this.recent.size > 2000) this.recent.delete(this.recent.keys().next().value as string);
+    // Saved even when the cursor cannot move yet (a live frame ahead of an unsettled catch-up):
+    // otherwise a restart before the cursor moves would deliver this envelope a second time.
+    this.markDirty();
     await this.options.onFrame(header, source);
     return true;
   }
@@ -430,6 +433,11 @@ export class Listener {
     if (position === null) return;
     if (this.cursorValue !== null && compareCursors(position, this.cursorValue) <= 0) return;
     this.cursorValue = position;
+    this.markDirty();
+  }
+
+  /** Save the cursor and the recent ids soon (coalesced). */
+  private markDirty(): void {
     this.dirty = true;
     if (!this.saveTimer) {
       this.saveTimer = setTimeout(() => this.flush(), 100);
@@ -437,7 +445,7 @@ export class Listener {
     }
   }
 
-  /** Save the cursor now if it moved. */
+  /** Save the cursor and the recent ids now if either changed. */
   flush(): void {
     clearTimeout(this.saveTimer);
     this.saveTimer = undefined;

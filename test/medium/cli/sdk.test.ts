@@ -134,7 +134,8 @@ describe('Listener', () => {
         token,
         cursor: cursorFile,
         resume,
-        resumeWaitMs: 300,
+        // Roost answers replay.complete at once; a loaded CI machine may take more than a moment.
+        resumeWaitMs: resume ? 5_000 : 300,
         catchUpConfirmMs: 200,
         backoff: { baseMs: 20, maxMs: 100 },
         onFrame(frame: DeliveredFrame, source) {
@@ -175,6 +176,47 @@ describe('Listener', () => {
     const { sources } = await chaos(false, 'plain');
     expect(sources.has('catchup')).toBe(true);
     expect(sources.has('replay')).toBe(false);
+  });
+
+  it('does not deliver again after a restart an envelope it delivered before its cursor could move', async () => {
+    // Plain ASMTP (no resume) with a long catch-up confirmation: a live frame arrives while the
+    // position is unsettled, so the cursor stays put; the delivered id must still be remembered.
+    const sender = await agent('@sdk.sender-unsettled');
+    const token = (await admin.createAgent('@sdk.listener-unsettled', { policy: 'open' })).token;
+    const cursorFile = join(mkdtempSync(join(tmpdir(), 'roost-listener-')), 'cursor.json');
+    const delivered: string[] = [];
+    const make = () =>
+      new Listener({
+        url: op.url,
+        token,
+        cursor: cursorFile,
+        resume: false,
+        catchUpConfirmMs: 60_000,
+        onFrame(frame: DeliveredFrame) {
+          if (frame.op === 'envelope.notify') delivered.push(frame.id);
+        },
+      }).start();
+    const events: string[] = [];
+    let listener = make();
+    await sleep(200);
+    const { id } = await sender.send({ to: ['@sdk.listener-unsettled'], content_parts: [{ type: 'text', text: 'once' }] });
+    await until(() => delivered.includes(id), 10_000, 'the live frame');
+    expect(listener.cursor).toBeNull();
+    await listener.stop();
+    listener = new Listener({
+      url: op.url,
+      token,
+      cursor: cursorFile,
+      resume: false,
+      catchUpConfirmMs: 50,
+      onFrame(frame: DeliveredFrame) {
+        if (frame.op === 'envelope.notify') delivered.push(frame.id);
+      },
+      onEvent: (event) => events.push(event.type),
+    }).start();
+    await until(() => listener.cursor !== null, 10_000, 'the catch-up to settle');
+    await listener.stop();
+    expect(delivered).toEqual([id]);
   });
 
   it('stops for good when the token is revoked (4001) or refused at the handshake (401)', async () => {
