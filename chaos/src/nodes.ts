@@ -115,6 +115,19 @@ export class Node {
     await this.proc?.kill('SIGKILL');
   }
 
+  /**
+   * SIGTERM (a fault under load: a rolling update or a node drain): the process must drain by
+   * itself; SIGKILL only after `graceMs`. Resolves with how it exited and how long the drain took.
+   */
+  async sigterm(graceMs: number): Promise<{ code: number | null; signal: string | null; ms: number }> {
+    this.planned = true;
+    await this.starting?.catch(() => undefined);
+    this.up = false;
+    const started = Date.now();
+    const exit = (await this.proc?.stop(graceMs)) ?? { code: null, signal: null };
+    return { code: exit.code, signal: exit.signal, ms: Date.now() - started };
+  }
+
   async ready(): Promise<boolean> {
     if (!this.running) return false;
     try {
