@@ -48,7 +48,7 @@ export class Node {
       script,
       env: { ...env, ROOST_ROLE: role, ROOST_HOST: '127.0.0.1' },
       port,
-      startTimeoutMs: 30_000,
+      startTimeoutMs: 60_000, // six processes starting at once on a busy 2-core machine
       keepLines,
     };
   }
