@@ -9,8 +9,9 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
  *   stalls both peers, as when packets are dropped), new connections are accepted but not
  *   connected upstream; `heal()` resumes everything, as TCP retransmission would after a real
  *   partition heals;
- * - `cut()`: every open connection is reset (RST) and new ones are reset at once until `heal()`
- *   (a firewall REJECT, or a NAT/load balancer dropping its flow table).
+ * - `cut()`: every open connection is reset (RST) and new ones are refused (the proxy stops
+ *   listening: the kernel answers RST) until `heal()` (a firewall REJECT, or a NAT/load balancer
+ *   dropping its flow table).
  *
  * With no fault active a chunk is written straight through (no timer, no copy, TCP backpressure
  * kept), so the proxy costs one extra loopback hop.
@@ -37,8 +38,12 @@ export class TcpProxy {
     const server = createServer({ noDelay: true }, (socket) => proxy?.accept(socket));
     await new Promise<void>((done, fail) => {
       server.once('error', fail);
-      server.listen(0, '127.0.0.1', () => done());
+      server.listen(0, '127.0.0.1', () => {
+        server.off('error', fail);
+        done();
+      });
     });
+    server.on('error', (error) => process.stderr.write(`proxy ${name}: ${error.message}\n`));
     const address = server.address();
     if (address === null || typeof address === 'string') throw new Error('proxy: no port');
     proxy = new TcpProxy(name, server, address.port, upstreamPort, upstreamHost);
@@ -79,6 +84,7 @@ export class TcpProxy {
   }
 
   cut(): void {
+    if (this.mode !== 'cut') this.server.close(); // new connections: refused by the kernel
     this.mode = 'cut';
     for (const link of [...this.links]) {
       this.resets++;
@@ -89,23 +95,18 @@ export class TcpProxy {
   /** End every fault: no delay, resume stalled connections, accept new ones. */
   heal(): void {
     this.setDelay(0);
+    if (this.mode === 'cut') this.server.listen(this.port, '127.0.0.1');
     this.mode = 'pass';
     for (const link of [...this.links]) link.resume();
   }
 
   async close(): Promise<void> {
     for (const link of [...this.links]) link.destroy();
-    await new Promise<void>((done) => this.server.close(() => done()));
+    if (this.server.listening) await new Promise<void>((done) => this.server.close(() => done()));
   }
 
   private accept(client: Socket): void {
     this.accepted++;
-    if (this.mode === 'cut') {
-      this.resets++;
-      client.on('error', () => undefined);
-      client.resetAndDestroy();
-      return;
-    }
     const link = new Link(this, client, () => connect({ port: this.upstreamPort, host: this.upstreamHost, noDelay: true }));
     this.links.add(link);
     link.onClose = () => this.links.delete(link);
