@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { RedisServer } from '../../test/e2e/cluster';
 import type { Node, Role } from './nodes';
 import type { PrivatePostgres } from './postgres';
-import type { TcpProxy } from './proxy';
+import type { ProxyProcess } from './proxy-process';
 import { log, Random, sleep } from './util';
 
 export const FAULT_KINDS = [
@@ -30,8 +30,8 @@ export interface FaultTargets {
   redis: RedisServer;
   postgres: PrivatePostgres;
   /** Every Roost connection to Postgres and Redis goes through these. */
-  postgresProxy: TcpProxy;
-  redisProxy: TcpProxy;
+  postgresProxy: ProxyProcess;
+  redisProxy: ProxyProcess;
   /** Direct (not proxied) URL of Roost's database, for the lock-holding session. */
   databaseUrl: string;
   /** Recipients whose mailbox row may be locked. */
@@ -74,7 +74,7 @@ export class FaultScript {
   private readonly pending = new Set<Promise<void>>();
   private redisDown = false;
   private postgresDown = false;
-  private readonly proxyBusy = new Set<TcpProxy>();
+  private readonly proxyBusy = new Set<ProxyProcess>();
   private locking = false;
   private stopped = false;
   private readonly redis: RedisServer;
@@ -228,7 +228,7 @@ export class FaultScript {
   }
 
   /** Latency on every Roost ↔ Postgres/Redis connection (each way, per chunk, with jitter). */
-  private async slow(kind: FaultKind, proxy: TcpProxy): Promise<void> {
+  private async slow(kind: FaultKind, proxy: ProxyProcess): Promise<void> {
     this.proxyBusy.add(proxy);
     const durationMs = Math.round(this.random.between(8_000, 16_000));
     const delay = Math.round(kind === 'slow-postgres' ? this.random.between(10, 60) : this.random.between(20, 150));
@@ -237,17 +237,17 @@ export class FaultScript {
     this.faults.push(fault);
     log(`FAULT ${kind}: ${fault.detail}`);
     try {
-      proxy.setDelay(delay, jitter);
+      await proxy.setDelay(delay, jitter);
       await sleep(durationMs);
     } finally {
-      proxy.heal();
+      await proxy.heal();
       fault.healedAt = fault.upAt = Date.now();
       this.proxyBusy.delete(proxy);
     }
   }
 
   /** A partition: packets dropped (blackhole: connections stall) or refused (cut: every connection reset). */
-  private async partition(kind: FaultKind, proxy: TcpProxy): Promise<void> {
+  private async partition(kind: FaultKind, proxy: ProxyProcess): Promise<void> {
     this.proxyBusy.add(proxy);
     const mode = this.random.next() < 0.5 ? 'blackhole' : 'cut';
     const durationMs = Math.round(this.random.between(3_000, 10_000));
@@ -255,13 +255,13 @@ export class FaultScript {
     this.faults.push(fault);
     log(`FAULT ${kind} ${mode} for ${durationMs} ms`);
     try {
-      if (mode === 'blackhole') proxy.partition();
-      else proxy.cut();
+      if (mode === 'blackhole') await proxy.partition();
+      else await proxy.cut();
       await sleep(durationMs);
     } finally {
-      proxy.heal();
+      await proxy.heal();
       fault.healedAt = fault.upAt = Date.now();
-      if (mode === 'cut') fault.detail = `${proxy.resets} connections reset so far`;
+      if (mode === 'cut') fault.detail = `${(await proxy.stats()).resets} connections reset by cuts so far`;
       this.proxyBusy.delete(proxy);
     }
   }

@@ -10,7 +10,7 @@ import { ChaosListener } from './listener';
 import { LoadGenerator, type Agent, type Send } from './load';
 import { Node, ROOST_MAIN } from './nodes';
 import { PrivatePostgres } from './postgres';
-import { TcpProxy } from './proxy';
+import { ProxyProcess } from './proxy-process';
 import { log, Random, request, sleep } from './util';
 
 /**
@@ -19,7 +19,7 @@ import { log, Random, request, sleep } from './util';
  * to several recipients with a resuming listener each, schedules firing every simulated minute,
  * and a fault script that at random moments kill -9s or SIGTERMs processes, takes a whole role
  * down, restarts Redis and Postgres, locks a mailbox row, and slows, partitions or cuts the network
- * to Postgres and Redis (every Roost connection to them goes through a loopback TCP proxy, proxy.ts).
+ * to Postgres and Redis (every Roost connection to them goes through a loopback TCP proxy in its own process, proxy.ts).
  * After the faults stop and the system settles, a checker proves what must hold and prints a
  * table (and writes it as JSON with `--json <file>`). Exit 0 only when every invariant held.
  *
@@ -92,7 +92,7 @@ interface World {
   root?: string;
   postgres?: PrivatePostgres;
   redis?: RedisServer;
-  proxies: TcpProxy[];
+  proxies: ProxyProcess[];
   nodes: Node[];
   listeners: ChaosListener[];
   db?: pg.Client;
@@ -165,8 +165,8 @@ async function run(s: Settings, world: World): Promise<Report> {
   world.redis = await RedisServer.start();
   // Every Roost connection to Postgres and Redis goes through a proxy, so that latency, a partition
   // or a cut can be injected at any moment (none is active by default: bytes pass straight through).
-  const postgresProxy = await TcpProxy.start('postgres', world.postgres.port);
-  const redisProxy = await TcpProxy.start('redis', world.redis.port);
+  const postgresProxy = await ProxyProcess.start('postgres', world.postgres.port);
+  const redisProxy = await ProxyProcess.start('redis', world.redis.port);
   world.proxies.push(postgresProxy, redisProxy);
   log(`postgres on ${world.postgres.port} (proxy ${postgresProxy.port}, ${world.root}), redis on ${world.redis.port} (proxy ${redisProxy.port})`);
 
