@@ -2,6 +2,7 @@ import pg from 'pg';
 import type { Fault, FaultKind } from './faults';
 import type { ChaosListener } from './listener';
 import type { Agent, Send } from './load';
+import { faultFigures, faultTable, isReset, type FaultFigures, type KindFigures } from './figures';
 import type { Crash } from './nodes';
 import { request } from './util';
 
@@ -29,6 +30,8 @@ export interface CheckInput {
   senders: Agent[];
   schedules: ScheduleInfo[];
   apiUrls: string[];
+  /** api node names, in the order of `Attempt.api`. */
+  apiNames: string[];
   crashes: Crash[];
   startFailures: number;
   ready: Record<string, boolean>;
@@ -77,7 +80,9 @@ export interface Report {
     stored_without_202: number;
   };
   faults: { by_kind: Record<FaultKind, number>; total: number; list: Array<Record<string, unknown>> };
-  requests: { total: number; by_status: Record<string, number>; by_error: Record<string, number> };
+  requests: { total: number; by_status: Record<string, number>; by_error: Record<string, number>; resets: number };
+  /** Per fault and per kind: failed requests by status, resets, recovery seconds, lost, duplicates. */
+  fault_figures: { by_kind: KindFigures[]; each: FaultFigures[] };
   postgres_outage: {
     outages: number;
     seconds_down: number;
@@ -183,12 +188,14 @@ export async function check(input: CheckInput): Promise<Report> {
   let createdAtMismatch = 0;
   let recipientsMismatch = 0;
   let lostInOutage = 0;
+  const lostIds = new Set<string>();
   const lostExamples: string[] = [];
   for (const send of accepted) {
     const recipients = [...send.to, ...send.cc];
     const missing = recipients.filter((handle) => !entrySets.get(handle)?.has(send.id));
     if (missing.length > 0 || !stored.has(send.id)) {
       lost++;
+      lostIds.add(send.id);
       lostEntries += missing.length;
       if (lostExamples.length < 5) lostExamples.push(`${send.id} → ${missing.join(',')}`);
       const acceptedAttempt = send.attempts[send.accepted!.attempt];
@@ -202,6 +209,9 @@ export async function check(input: CheckInput): Promise<Report> {
   if (createdAtMismatch > 0) failures.push(`created_at mismatch: ${createdAtMismatch} 202 bodies disagree with the stored envelope`);
   if (recipientsMismatch > 0) failures.push(`recipients mismatch: ${recipientsMismatch} 202 bodies list other recipients than sent`);
 
+  const duplicateIds = new Set(
+    (await db.query<{ id: string }>('select envelope_id as id from mailbox_entries group by mailbox_id, envelope_id having count(*) > 1')).rows.map((r) => r.id),
+  );
   const duplicated = Number(
     (await db.query('select count(*)::int as n from (select 1 from mailbox_entries group by mailbox_id, envelope_id having count(*) > 1) d')).rows[0].n,
   );
@@ -354,6 +364,10 @@ export async function check(input: CheckInput): Promise<Report> {
     failures.push(`requests: unexpected statuses ${unexpectedStatuses.map((s) => `${s}×${byStatus[s]}`).join(', ')} (${JSON.stringify(byError)})`);
   }
 
+  const figures = faultFigures({ faults: input.faults, sends: all, apiNames: input.apiNames, lostIds, duplicateIds, startedAt: input.startedAt });
+  failures.push(...figures.failures);
+  const resets = all.reduce((sum, send) => sum + send.attempts.filter(isReset).length, 0);
+
   const loadAccepted = input.sends.filter((send) => send.accepted).length;
   return {
     ok: failures.length === 0,
@@ -378,10 +392,12 @@ export async function check(input: CheckInput): Promise<Report> {
         target: f.target,
         ...(f.mode ? { mode: f.mode } : {}),
         down_ms: f.downMs,
+        ...(f.detail ? { detail: f.detail } : {}),
         up_after_s: f.upAt ? round((f.upAt - f.at) / 1000) : null,
       })),
     },
-    requests: { total: Object.values(byStatus).reduce((a, b) => a + b, 0), by_status: byStatus, by_error: byError },
+    requests: { total: Object.values(byStatus).reduce((a, b) => a + b, 0), by_status: byStatus, by_error: byError, resets },
+    fault_figures: { by_kind: figures.byKind, each: figures.each },
     postgres_outage: {
       outages: input.outages.length,
       seconds_down: round(outageSeconds),
@@ -439,7 +455,7 @@ export function table(report: Report): string {
   row('load held (envelopes/s)', `${l.accepted_per_s} accepted / ${l.offered_per_s} offered (target ${l.target_per_s}) over ${l.load_seconds} s`);
   row('envelopes tried / 202', `${l.envelopes_tried} / ${l.envelopes_202} (${l.accepted_after_retry} after a retry, ${l.abandoned} abandoned, ${l.stored_without_202} stored without a 202)`);
   row('faults injected', `${report.faults.total}: ${Object.entries(report.faults.by_kind).map(([k, n]) => `${k} ${n}`).join(', ')}`);
-  row('requests by status', `${report.requests.total}: ${Object.entries(report.requests.by_status).map(([s, n]) => `${s === '0' ? 'no answer' : s} ${n}`).join(', ')}`);
+  row('requests by status', `${report.requests.total}: ${Object.entries(report.requests.by_status).map(([s, n]) => `${s === '0' ? 'no answer' : s} ${n}`).join(', ')} (${report.requests.resets} resets)`);
   const p = report.postgres_outage;
   row('during Postgres outages', `${p.outages} outages, ${p.seconds_down} s down; ${p.requests} requests: ${Object.entries(p.by_status).map(([s, n]) => `${s === '0' ? 'no answer' : s} ${n}`).join(', ') || 'none'}; 202 then lost ${p.accepted_202_lost}`);
   const i = report.invariants;
@@ -460,5 +476,5 @@ export function table(report: Report): string {
   const width = Math.max(...rows.map(([label]) => label.length));
   const lines = rows.map(([label, value]) => `| ${label.padEnd(width)} | ${value}`);
   const rule = `+${'-'.repeat(width + 2)}+${'-'.repeat(60)}`;
-  return [rule, ...lines, rule, ...report.failures.map((f) => `  ✗ ${f}`)].join('\n');
+  return [rule, ...lines, rule, '', 'per fault kind (requests started while a fault was on):', ...faultTable(report.fault_figures.by_kind), ...report.failures.map((f) => `  ✗ ${f}`)].join('\n');
 }

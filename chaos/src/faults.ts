@@ -1,10 +1,44 @@
+import pg from 'pg';
 import type { RedisServer } from '../../test/e2e/cluster';
 import type { Node, Role } from './nodes';
 import type { PrivatePostgres } from './postgres';
+import type { ProxyProcess } from './proxy-process';
 import { log, Random, sleep } from './util';
 
-export const FAULT_KINDS = ['kill-api', 'kill-gateway', 'kill-worker', 'restart-redis', 'restart-postgres'] as const;
+export const FAULT_KINDS = [
+  'kill-api',
+  'kill-gateway',
+  'kill-worker',
+  'restart-redis',
+  'restart-postgres',
+  'outage-api',
+  'outage-gateway',
+  'sigterm',
+  'lock-mailbox',
+  'slow-postgres',
+  'slow-redis',
+  'partition-postgres',
+  'partition-redis',
+] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** How long a whole role stays down (every api, or every gateway). */
+export const OUTAGE_MS = 20_000;
+
+/** What the fault script needs besides the nodes: the private servers, their proxies, the mailboxes. */
+export interface FaultTargets {
+  redis: RedisServer;
+  postgres: PrivatePostgres;
+  /** Every Roost connection to Postgres and Redis goes through these. */
+  postgresProxy: ProxyProcess;
+  redisProxy: ProxyProcess;
+  /** Direct (not proxied) URL of Roost's database, for the lock-holding session. */
+  databaseUrl: string;
+  /** Recipients whose mailbox row may be locked. */
+  recipients: string[];
+  /** The nodes' drain bound (ROOST_SHUTDOWN_TIMEOUT_MS); SIGKILL comes 2 s after it. */
+  shutdownTimeoutMs: number;
+}
 
 export interface Fault {
   kind: FaultKind;
@@ -16,34 +50,47 @@ export interface Fault {
   /** Wall clock when the target was up again (healthy / accepting queries). */
   upAt?: number;
   /** Postgres only: `immediate` (pg_ctl stop -m immediate) or `kill9` (SIGKILL of the postmaster). */
-  mode?: 'immediate' | 'kill9';
+  mode?: 'immediate' | 'kill9' | 'blackhole' | 'cut';
+  /** Wall clock when the fault itself ended (restart began, proxy healed, lock released). */
+  healedAt?: number;
+  /** What was done, for the table (delay, locked mailbox, ...). */
+  detail?: string;
+  /** SIGTERM only: how the node exited and how long its drain took. */
+  drain?: { code: number | null; signal: string | null; ms: number };
 }
 
-const ROLE_OF: Record<string, Role> = { 'kill-api': 'api', 'kill-gateway': 'gateway', 'kill-worker': 'worker' };
+const ROLE_OF: Record<string, Role> = { 'kill-api': 'api', 'kill-gateway': 'gateway', 'kill-worker': 'worker', 'outage-api': 'api', 'outage-gateway': 'gateway' };
 
 /**
  * The fault script: at random moments (uniform in [0.5, 1.5] × the mean interval) one fault. Kinds
  * not injected yet go first (in a random order), so even a short run injects each kind once; then
- * kinds are drawn at random. A role always keeps one live process (a disruption budget),
- * and Redis and Postgres are never down twice at once. Restarts run in the background, so faults
- * may overlap.
+ * kinds are drawn at random. Single-node faults (kill -9, SIGTERM) keep one live process of the
+ * role (a disruption budget); `outage-*` takes the whole role down for OUTAGE_MS, and only when all
+ * of it is up. Redis and Postgres are never down twice at once, a proxy carries one network fault
+ * at a time, one mailbox lock at a time. Faults run in the background, so they may overlap.
  */
 export class FaultScript {
   readonly faults: Fault[] = [];
   private readonly pending = new Set<Promise<void>>();
   private redisDown = false;
   private postgresDown = false;
+  private readonly proxyBusy = new Set<ProxyProcess>();
+  private locking = false;
   private stopped = false;
+  private readonly redis: RedisServer;
+  private readonly postgres: PrivatePostgres;
 
   constructor(
     private readonly nodes: Node[],
-    private readonly redis: RedisServer,
-    private readonly postgres: PrivatePostgres,
+    private readonly targets: FaultTargets,
     private readonly random: Random,
     private readonly meanIntervalMs: number,
     /** The kinds this run may inject (all by default). */
     private readonly kinds: readonly FaultKind[] = FAULT_KINDS,
-  ) {}
+  ) {
+    this.redis = targets.redis;
+    this.postgres = targets.postgres;
+  }
 
   /** Inject faults until `until` (wall clock), then wait for every restart. */
   async run(until: number): Promise<void> {
@@ -94,11 +141,129 @@ export class FaultScript {
       this.background(this.restartPostgres());
       return true;
     }
+    if (kind === 'outage-api' || kind === 'outage-gateway') {
+      const all = this.nodes.filter((node) => node.role === ROLE_OF[kind]);
+      if (!all.every((node) => node.running)) return false;
+      this.background(this.outage(kind, all));
+      return true;
+    }
+    if (kind === 'sigterm') {
+      const roles = (['api', 'gateway', 'worker'] as const).filter((role) => this.nodes.filter((n) => n.role === role && n.running).length >= 2);
+      if (roles.length === 0) return false;
+      const role = this.random.pick(roles);
+      this.background(this.sigtermNode(this.random.pick(this.nodes.filter((n) => n.role === role && n.running))));
+      return true;
+    }
+    if (kind === 'lock-mailbox') {
+      if (this.locking || this.postgresDown) return false;
+      this.background(this.lockMailbox());
+      return true;
+    }
+    if (kind === 'slow-postgres' || kind === 'slow-redis' || kind === 'partition-postgres' || kind === 'partition-redis') {
+      const proxy = kind.endsWith('postgres') ? this.targets.postgresProxy : this.targets.redisProxy;
+      if (this.proxyBusy.has(proxy)) return false;
+      this.background(kind.startsWith('slow') ? this.slow(kind, proxy) : this.partition(kind, proxy));
+      return true;
+    }
     const role = ROLE_OF[kind];
     const live = this.nodes.filter((node) => node.role === role && node.running);
     if (live.length < 2) return false; // keep one process of each role
     this.background(this.killNode(kind, this.random.pick(live)));
     return true;
+  }
+
+  /** Every process of a role killed (-9) at once, all restarted after OUTAGE_MS. */
+  private async outage(kind: FaultKind, nodes: Node[]): Promise<void> {
+    const fault: Fault = { kind, target: nodes.map((n) => n.name).join('+'), at: Date.now(), downMs: OUTAGE_MS };
+    this.faults.push(fault);
+    log(`FAULT ${kind}: ${fault.target} down for ${OUTAGE_MS} ms`);
+    await Promise.all(nodes.map((node) => node.kill9()));
+    await sleep(OUTAGE_MS - (Date.now() - fault.at));
+    fault.healedAt = Date.now();
+    await Promise.all(nodes.map((node) => node.start()));
+    fault.upAt = Date.now();
+  }
+
+  /** SIGTERM of one process under load: it must drain (in-flight requests answered) and exit 0. */
+  private async sigtermNode(node: Node): Promise<void> {
+    const downMs = Math.round(this.random.between(500, 4_000));
+    const fault: Fault = { kind: 'sigterm', target: node.name, at: Date.now(), downMs };
+    this.faults.push(fault);
+    log(`FAULT sigterm ${node.name} (down ${downMs} ms after its exit)`);
+    fault.drain = await node.sigterm(this.targets.shutdownTimeoutMs + 2_000);
+    fault.detail = `drained in ${fault.drain.ms} ms, exit ${fault.drain.signal ?? fault.drain.code}`;
+    await sleep(downMs);
+    fault.healedAt = Date.now();
+    await node.start();
+    fault.upAt = Date.now();
+  }
+
+  /**
+   * A session holds `SELECT … FOR UPDATE` on one recipient's mailbox row: every send to it waits
+   * behind the lock, then answers 503 at the statement timeout or 202 once the lock goes.
+   */
+  private async lockMailbox(): Promise<void> {
+    this.locking = true;
+    const handle = this.random.pick(this.targets.recipients);
+    const holdMs = Math.round(this.random.between(4_000, 10_000));
+    const fault: Fault = { kind: 'lock-mailbox', target: handle, at: Date.now(), downMs: holdMs, detail: `mailbox row of ${handle} locked ${holdMs} ms` };
+    this.faults.push(fault);
+    log(`FAULT lock-mailbox ${handle} for ${holdMs} ms`);
+    const client = new pg.Client({ connectionString: this.targets.databaseUrl, connectionTimeoutMillis: 3_000 });
+    client.on('error', () => undefined); // Postgres may crash meanwhile: the lock goes with it
+    try {
+      await client.connect();
+      await client.query('begin');
+      await client.query('select 1 from mailboxes where agent_id = (select id from agents where handle = $1) for update', [handle]);
+      await sleep(holdMs - (Date.now() - fault.at));
+      await client.query('rollback');
+    } catch (error) {
+      fault.detail += ` (ended early: ${(error as Error).message})`;
+    } finally {
+      fault.healedAt = Date.now();
+      fault.upAt = fault.healedAt;
+      await client.end().catch(() => undefined);
+      this.locking = false;
+    }
+  }
+
+  /** Latency on every Roost ↔ Postgres/Redis connection (each way, per chunk, with jitter). */
+  private async slow(kind: FaultKind, proxy: ProxyProcess): Promise<void> {
+    this.proxyBusy.add(proxy);
+    const durationMs = Math.round(this.random.between(8_000, 16_000));
+    const delay = Math.round(kind === 'slow-postgres' ? this.random.between(10, 60) : this.random.between(20, 150));
+    const jitter = Math.round(delay / 2);
+    const fault: Fault = { kind, target: proxy.name, at: Date.now(), downMs: durationMs, detail: `${delay}±${jitter} ms each way for ${durationMs} ms` };
+    this.faults.push(fault);
+    log(`FAULT ${kind}: ${fault.detail}`);
+    try {
+      await proxy.setDelay(delay, jitter);
+      await sleep(durationMs);
+    } finally {
+      await proxy.heal();
+      fault.healedAt = fault.upAt = Date.now();
+      this.proxyBusy.delete(proxy);
+    }
+  }
+
+  /** A partition: packets dropped (blackhole: connections stall) or refused (cut: every connection reset). */
+  private async partition(kind: FaultKind, proxy: ProxyProcess): Promise<void> {
+    this.proxyBusy.add(proxy);
+    const mode = this.random.next() < 0.5 ? 'blackhole' : 'cut';
+    const durationMs = Math.round(this.random.between(3_000, 10_000));
+    const fault: Fault = { kind, target: proxy.name, at: Date.now(), downMs: durationMs, mode };
+    this.faults.push(fault);
+    log(`FAULT ${kind} ${mode} for ${durationMs} ms`);
+    try {
+      if (mode === 'blackhole') await proxy.partition();
+      else await proxy.cut();
+      await sleep(durationMs);
+    } finally {
+      await proxy.heal();
+      fault.healedAt = fault.upAt = Date.now();
+      if (mode === 'cut') fault.detail = `${(await proxy.stats()).resets} connections reset by cuts so far`;
+      this.proxyBusy.delete(proxy);
+    }
   }
 
   private background(work: Promise<void>): void {
@@ -114,6 +279,7 @@ export class FaultScript {
     log(`FAULT ${kind} ${node.name} (down ${downMs} ms)`);
     await node.kill9();
     await sleep(downMs);
+    fault.healedAt = Date.now();
     await node.start();
     fault.upAt = Date.now();
   }
@@ -127,6 +293,7 @@ export class FaultScript {
     try {
       await this.redis.kill();
       await sleep(downMs);
+      fault.healedAt = Date.now();
       for (let attempt = 0; ; attempt++) {
         try {
           await this.redis.start();
@@ -154,6 +321,7 @@ export class FaultScript {
       const crashed = Date.now();
       await sleep(downMs);
       const starting = Date.now();
+      fault.healedAt = starting;
       for (let attempt = 0; ; attempt++) {
         try {
           await this.postgres.start();

@@ -10,13 +10,16 @@ import { ChaosListener } from './listener';
 import { LoadGenerator, type Agent, type Send } from './load';
 import { Node, ROOST_MAIN } from './nodes';
 import { PrivatePostgres } from './postgres';
+import { ProxyProcess } from './proxy-process';
 import { log, Random, request, sleep } from './util';
 
 /**
  * `npm run chaos`: the DESIGN.md invariants 1, 2, 5 and 6 under faults. A private Postgres and
  * Redis on loopback, 2 api + 2 gateway + 2 worker processes, a steady load from several senders
  * to several recipients with a resuming listener each, schedules firing every simulated minute,
- * and a fault script that kill -9s processes and restarts Redis and Postgres at random moments.
+ * and a fault script that at random moments kill -9s or SIGTERMs processes, takes a whole role
+ * down, restarts Redis and Postgres, locks a mailbox row, and slows, partitions or cuts the network
+ * to Postgres and Redis (every Roost connection to them goes through a loopback TCP proxy in its own process, proxy.ts).
  * After the faults stop and the system settles, a checker proves what must hold and prints a
  * table (and writes it as JSON with `--json <file>`). Exit 0 only when every invariant held.
  *
@@ -31,6 +34,7 @@ import { log, Random, request, sleep } from './util';
 const SPEED = 60; // one simulated minute per real second
 const INTERVAL_MS = 60_000;
 const LEASE_MS = 120_000; // 2 real seconds: a dead worker's lease expires quickly
+const SHUTDOWN_TIMEOUT_MS = 3_000;
 
 interface Settings {
   seconds: number;
@@ -88,6 +92,7 @@ interface World {
   root?: string;
   postgres?: PrivatePostgres;
   redis?: RedisServer;
+  proxies: ProxyProcess[];
   nodes: Node[];
   listeners: ChaosListener[];
   db?: pg.Client;
@@ -120,6 +125,7 @@ async function cleanup(world: World, keep: boolean): Promise<void> {
   await Promise.all(world.listeners.map((l) => l.stop().catch(() => undefined)));
   await world.db?.end().catch(() => undefined);
   await Promise.all(world.nodes.map((node) => node.stop().catch(() => undefined)));
+  await Promise.all(world.proxies.map((proxy) => proxy.close().catch(() => undefined)));
   await world.redis?.kill().catch(() => undefined);
   await world.postgres?.stop().catch(() => undefined);
   if (world.root && !keep) rmSync(world.root, { recursive: true, force: true });
@@ -157,14 +163,19 @@ async function run(s: Settings, world: World): Promise<Report> {
   await admin.query('create database roost');
   await admin.end();
   world.redis = await RedisServer.start();
-  log(`postgres on ${world.postgres.port} (${world.root}), redis on ${world.redis.port}`);
+  // Every Roost connection to Postgres and Redis goes through a proxy, so that latency, a partition
+  // or a cut can be injected at any moment (none is active by default: bytes pass straight through).
+  const postgresProxy = await ProxyProcess.start('postgres', world.postgres.port);
+  const redisProxy = await ProxyProcess.start('redis', world.redis.port);
+  world.proxies.push(postgresProxy, redisProxy);
+  log(`postgres on ${world.postgres.port} (proxy ${postgresProxy.port}, ${world.root}), redis on ${world.redis.port} (proxy ${redisProxy.port})`);
 
   const epoch = Date.now();
   const sim = (real: number) => Math.floor(epoch + (real - epoch) * SPEED);
   const adminToken = `chaos-admin-${ulid()}`;
   const env = {
-    DATABASE_URL: world.postgres.url('roost'),
-    REDIS_URL: world.redis.url,
+    DATABASE_URL: `postgres://postgres@127.0.0.1:${postgresProxy.port}/roost`,
+    REDIS_URL: `redis://127.0.0.1:${redisProxy.port}`,
     ROOST_REDIS_PREFIX: 'roost-chaos:',
     ROOST_ADMIN_TOKEN: adminToken,
     ROOST_LOG_LEVEL: 'warn',
@@ -176,7 +187,10 @@ async function run(s: Settings, world: World): Promise<Report> {
     ROOST_SCHEDULE_LEASE_MS: String(LEASE_MS),
     ROOST_SCHEDULE_TICK_MS: '200',
     ROOST_DB_POOL_SIZE: '10',
-    ROOST_SHUTDOWN_TIMEOUT_MS: '3000',
+    ROOST_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+    // A locked mailbox or a partitioned Postgres answers 503 after this, not after the 15 s default.
+    ROOST_DB_STATEMENT_TIMEOUT_MS: '5000',
+    ROOST_METRICS_PORT: '0',
   };
   const roles = ['api', 'api', 'gateway', 'gateway', 'worker', 'worker'] as const;
   const counters = new Map<string, number>();
@@ -234,7 +248,16 @@ async function run(s: Settings, world: World): Promise<Report> {
 
   // --- load and faults -------------------------------------------------------------------------
   const load = new LoadGenerator(apiUrls, senders, recipients, new Random(random.int(1, 2 ** 30)));
-  const faults = new FaultScript(world.nodes, world.redis, world.postgres, new Random(random.int(1, 2 ** 30)), s.faultIntervalMs, s.kinds);
+  const targets = {
+    redis: world.redis,
+    postgres: world.postgres,
+    postgresProxy,
+    redisProxy,
+    databaseUrl: world.postgres.url('roost'),
+    recipients: recipients.map((r) => r.handle),
+    shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
+  };
+  const faults = new FaultScript(world.nodes, targets, new Random(random.int(1, 2 ** 30)), s.faultIntervalMs, s.kinds);
   const loading = load.run(s.rate);
   const progress = setInterval(() => {
     const accepted = load.sends.filter((send) => send.accepted).length;
@@ -304,6 +327,7 @@ async function run(s: Settings, world: World): Promise<Report> {
     senders,
     schedules,
     apiUrls: apiUrls(),
+    apiNames: apis.map((n) => n.name),
     crashes: world.nodes.flatMap((n) => n.crashes),
     startFailures: world.nodes.reduce((sum, n) => sum + n.startFailures, 0),
     ready,
@@ -315,7 +339,7 @@ async function run(s: Settings, world: World): Promise<Report> {
 
 async function main(): Promise<number> {
   const s = settings();
-  const world: World = { nodes: [], listeners: [] };
+  const world: World = { nodes: [], listeners: [], proxies: [] };
   let finishing = false;
   const abort = async (why: string, code: number) => {
     if (finishing) return;

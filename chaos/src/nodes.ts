@@ -48,7 +48,7 @@ export class Node {
       script,
       env: { ROOST_METRICS_PORT: '0', ...env, ROOST_ROLE: role, ROOST_HOST: '127.0.0.1' },
       port,
-      startTimeoutMs: 30_000,
+      startTimeoutMs: 60_000, // six processes starting at once on a busy 2-core machine
       keepLines,
     };
   }
@@ -113,6 +113,19 @@ export class Node {
     await this.starting?.catch(() => undefined);
     this.up = false;
     await this.proc?.kill('SIGKILL');
+  }
+
+  /**
+   * SIGTERM (a fault under load: a rolling update or a node drain): the process must drain by
+   * itself; SIGKILL only after `graceMs`. Resolves with how it exited and how long the drain took.
+   */
+  async sigterm(graceMs: number): Promise<{ code: number | null; signal: string | null; ms: number }> {
+    this.planned = true;
+    await this.starting?.catch(() => undefined);
+    this.up = false;
+    const started = Date.now();
+    const exit = (await this.proc?.stop(graceMs)) ?? { code: null, signal: null };
+    return { code: exit.code, signal: exit.signal, ms: Date.now() - started };
   }
 
   async ready(): Promise<boolean> {
