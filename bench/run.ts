@@ -10,7 +10,10 @@ import { triageScenario } from './triage';
 
 /** `npm run bench -- <scenario>`: each scenario prints one JSON line with its figures. */
 const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Record<string, unknown>>>> = {
-  accept: () => acceptScenario(),
+  accept: () => acceptScenario({ label: 'accept' }),
+  'accept-http': () => acceptScenario({ client: 'node-http', label: 'accept-http' }),
+  'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
+  'accept-embedded-http': () => acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
   catchup: () => catchupScenario(),
   triage: () => triageScenario(),
   cli: () => cliScenario(),
