@@ -57,10 +57,10 @@ async function ceiling(url: string, durationMs: number) {
 
 /**
  * The embedded ceiling: a bare PGlite (the same package and version Roost embeds) on disk in this
- * process, inserting one ~1 KB envelope row and one mailbox row per envelope, `perTransaction`
- * envelopes per transaction, for `durationMs`. Returns envelopes/s.
+ * process, inserting one ~1 KB envelope row and one mailbox row per envelope, for `durationMs` at
+ * each of `perTransaction` envelopes per transaction. Returns envelopes/s for each.
  */
-export async function pgliteCeiling(durationMs: number, perTransaction: number): Promise<number> {
+export async function pgliteCeiling(durationMs: number, perTransaction: readonly number[]): Promise<number[]> {
   const { PGlite } = await import('@electric-sql/pglite');
   const dir = mkdtempSync(join(tmpdir(), 'roost-bench-pglite-'));
   const db = new PGlite(join(dir, 'pgdata'));
@@ -69,19 +69,23 @@ export async function pgliteCeiling(durationMs: number, perTransaction: number):
     await db.exec('CREATE TABLE bench_envelopes (id text PRIMARY KEY, body text NOT NULL)');
     await db.exec('CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))');
     const body = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
-    let envelopes = 0;
-    const start = performance.now();
-    while (performance.now() - start < durationMs) {
-      await db.transaction(async (tx) => {
-        for (let i = 0; i < perTransaction; i++) {
-          const id = ulid();
-          await tx.query('INSERT INTO bench_envelopes (id, body) VALUES ($1, $2)', [id, body]);
-          await tx.query('INSERT INTO bench_mailbox (mailbox, envelope_id) VALUES (1, $1)', [id]);
-        }
-      });
-      envelopes += perTransaction;
+    const rates: number[] = [];
+    for (const size of perTransaction) {
+      let envelopes = 0;
+      const start = performance.now();
+      while (performance.now() - start < durationMs) {
+        await db.transaction(async (tx) => {
+          for (let i = 0; i < size; i++) {
+            const id = ulid();
+            await tx.query('INSERT INTO bench_envelopes (id, body) VALUES ($1, $2)', [id, body]);
+            await tx.query('INSERT INTO bench_mailbox (mailbox, envelope_id) VALUES (1, $1)', [id]);
+          }
+        });
+        envelopes += size;
+      }
+      rates.push(round(envelopes / ((performance.now() - start) / 1000), 1));
     }
-    return round(envelopes / ((performance.now() - start) / 1000), 1);
+    return rates;
   } finally {
     await db.close();
     rmSync(dir, { recursive: true, force: true });
@@ -163,8 +167,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       const raw = await ceiling(database.url, seconds * 1000);
       Object.assign(result, { ceiling: 'node pg, 32 clients, 1 envelope + 1 mailbox row per transaction', ceiling_per_s: raw.per_s, ceiling_p50_ms: raw.p50_ms, ceiling_p99_ms: raw.p99_ms, ratio: round(roost.per_s / raw.per_s, 3) });
     } else {
-      const one = await pgliteCeiling(Math.min(seconds, 10) * 1000, 1);
-      const batched = await pgliteCeiling(Math.min(seconds, 10) * 1000, 64);
+      const [one, batched] = await pgliteCeiling(Math.min(seconds, 10) * 1000, [1, 64]);
       Object.assign(result, { ceiling: 'bare PGlite on disk, 1 envelope + 1 mailbox row each', pglite_1_per_tx_per_s: one, pglite_64_per_tx_per_s: batched, ratio_to_64_per_tx: round(roost.per_s / batched, 3) });
     }
     return result;

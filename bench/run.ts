@@ -21,6 +21,8 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'guard-corpus': () => guardCorpusScenario(),
   purge: () => purgeScenario(),
   push: () => pushScenario(),
+  'push-all': () => pushScenario('all'),
+  'push-embedded': () => pushScenario('embedded'),
   fanout: () => fanoutScenario(),
   connections: () => connectionsScenario(),
 };
