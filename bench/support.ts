@@ -86,7 +86,8 @@ export async function startOperatorProcess(env: Record<string, string>): Promise
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
+  // The embedded default runs initdb on first start: slow on a busy machine.
+  const deadline = Date.now() + (env.DATABASE_URL === '' ? 180_000 : 30_000);
   for (;;) {
     if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}`);
     try {
@@ -94,7 +95,10 @@ export async function startOperatorProcess(env: Record<string, string>): Promise
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error('operator did not become healthy in 30 s');
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error('operator did not become healthy in time');
+    }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return {
