@@ -1,10 +1,32 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ulid } from '#domain';
-import { createAgent, HttpConnection, loadLoop, round, scratchDatabase, startOperatorProcess, summary } from './support';
+import {
+  createAgent,
+  firstSeconds,
+  HttpConnection,
+  loadLoop,
+  request,
+  round,
+  scratchDatabase,
+  startOperatorProcess,
+  summary,
+  timedLoop,
+  type OperatorProcess,
+} from './support';
 
 const SENDERS = 32;
 const TEXT = 'x'.repeat(900) + ' the quick brown fox jumps over the lazy dog';
+/** Requests of the first seconds are reported per second, then left out of the steady figures. */
+const FIRST_SECONDS = 3;
+
+/** `postgres`: one `ROOST_ROLE=all` process on Postgres (+ Redis when REDIS_URL is set). `embedded`: no DATABASE_URL (PGlite). */
+export type AcceptMode = 'postgres' | 'embedded';
+/** `light`: the bench's minimal HTTP/1.1 client. `node-http`: Node's `http` with a keep-alive agent (what most agents use). */
+export type SenderClient = 'light' | 'node-http';
 
 /**
  * The raw ceiling: transactions that each insert one ~1 KB envelope row and one mailbox row
@@ -34,29 +56,101 @@ async function ceiling(url: string, durationMs: number) {
 }
 
 /**
- * Options: ROOST_BENCH_SECONDS (default 20); ROOST_BENCH_APIS (default 1): operator processes
- * sharing the database, sender i posting to process i mod N (stateless api nodes on one host).
+ * The embedded ceiling: a bare PGlite (the same package and version Roost embeds) on disk in this
+ * process, inserting one ~1 KB envelope row and one mailbox row per envelope, for `durationMs` at
+ * each of `perTransaction` envelopes per transaction. Returns envelopes/s for each.
  */
-export async function acceptScenario(extraEnv: Record<string, string> = {}, label = 'accept'): Promise<Record<string, unknown>> {
-  const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
-  const apis = Math.max(1, Number(process.env.ROOST_BENCH_APIS ?? 1));
-  const database = await scratchDatabase('roost_bench');
-  const op = await startOperatorProcess({ DATABASE_URL: database.url, ...extraEnv });
-  const nodes = [op, ...(await Promise.all(Array.from({ length: apis - 1 }, () => startOperatorProcess({ DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }))))];
-  // one keep-alive connection per sender, sender i on process i mod N
+export async function pgliteCeiling(durationMs: number, perTransaction: readonly number[]): Promise<number[]> {
+  const { PGlite } = await import('@electric-sql/pglite');
+  const dir = mkdtempSync(join(tmpdir(), 'roost-bench-pglite-'));
+  const db = new PGlite(join(dir, 'pgdata'));
+  try {
+    await db.waitReady;
+    await db.exec('CREATE TABLE bench_envelopes (id text PRIMARY KEY, body text NOT NULL)');
+    await db.exec('CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))');
+    const body = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
+    const rates: number[] = [];
+    for (const size of perTransaction) {
+      let envelopes = 0;
+      const start = performance.now();
+      while (performance.now() - start < durationMs) {
+        await db.transaction(async (tx) => {
+          for (let i = 0; i < size; i++) {
+            const id = ulid();
+            await tx.query('INSERT INTO bench_envelopes (id, body) VALUES ($1, $2)', [id, body]);
+            await tx.query('INSERT INTO bench_mailbox (mailbox, envelope_id) VALUES (1, $1)', [id]);
+          }
+        });
+        envelopes += size;
+      }
+      rates.push(round(envelopes / ((performance.now() - start) / 1000), 1));
+    }
+    return rates;
+  } finally {
+    await db.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** One sender: posts an envelope body with its token, resolves with the HTTP status. */
+type Sender = (token: string, body: string) => Promise<number>;
+
+function senders(client: SenderClient, nodes: readonly OperatorProcess[]): { send: Sender[]; close(): void } {
+  if (client === 'node-http') {
+    return {
+      send: Array.from({ length: SENDERS }, (_, i) => async (token: string, body: string) => (await request(nodes[i % nodes.length].url, 'POST', '/messages', token, body)).status),
+      close: () => undefined,
+    };
+  }
   const connections = Array.from({ length: SENDERS }, (_, i) => new HttpConnection(nodes[i % nodes.length].url));
+  return {
+    send: connections.map((connection) => async (token: string, body: string) => (await connection.request('POST', '/messages', token, body)).status),
+    close: () => connections.forEach((connection) => connection.close()),
+  };
+}
+
+export interface AcceptOptions {
+  mode?: AcceptMode;
+  client?: SenderClient;
+  extraEnv?: Record<string, string>;
+  label?: string;
+}
+
+/**
+ * 32 senders post ~1 KB envelopes to one recipient on a fresh operator with new agents, from the
+ * very first request: the first FIRST_SECONDS seconds are reported second by second, the rest as
+ * the steady figures. Options: ROOST_BENCH_SECONDS (default 20, steady part); ROOST_BENCH_APIS
+ * (default 1, postgres mode only): operator processes sharing the database, sender i posting to
+ * process i mod N.
+ */
+export async function acceptScenario(options: AcceptOptions = {}): Promise<Record<string, unknown>> {
+  const mode = options.mode ?? 'postgres';
+  const client = options.client ?? 'light';
+  const extraEnv = options.extraEnv ?? {};
+  const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
+  const apis = mode === 'embedded' ? 1 : Math.max(1, Number(process.env.ROOST_BENCH_APIS ?? 1));
+  const database = mode === 'postgres' ? await scratchDatabase('roost_bench') : undefined;
+  const dataDir = mode === 'embedded' ? mkdtempSync(join(tmpdir(), 'roost-bench-embedded-')) : undefined;
+  const baseEnv: Record<string, string> = database
+    ? { DATABASE_URL: database.url }
+    : { DATABASE_URL: '', REDIS_URL: '', ROOST_DATA_DIR: dataDir! };
+  const op = await startOperatorProcess({ ...baseEnv, ...extraEnv });
+  const nodes = [op, ...(await Promise.all(Array.from({ length: apis - 1 }, () => startOperatorProcess({ ...baseEnv, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }))))];
+  const clients = senders(client, nodes);
   try {
     await createAgent(op, '@bench.inbox');
     const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
     const envelopeBody = (id: string) =>
       JSON.stringify({ id, to: ['@bench.inbox'], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text: TEXT }] });
-    const send = async (w: number) => (await connections[w].request('POST', '/messages', tokens[w], envelopeBody(ulid()))).status === 202;
-    await loadLoop(SENDERS, 2000, send); // warm-up: connections, JIT, plans
-    const roost = summary(await loadLoop(SENDERS, seconds * 1000, send));
+    const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(ulid()))) === 202;
+    const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
+    const roost = summary(samples.after(FIRST_SECONDS * 1000));
+    const cpuMs = await Promise.all(nodes.map((n) => n.cpuMs()));
     await Promise.all(nodes.map((n) => n.stop()));
-    const raw = await ceiling(database.url, seconds * 1000);
-    return {
-      scenario: label,
+    const result: Record<string, unknown> = {
+      scenario: options.label ?? `accept-${mode}`,
+      mode: mode === 'embedded' ? 'embedded PGlite, ROOST_ROLE=all' : `ROOST_ROLE=all on Postgres${process.env.REDIS_URL ? ' + Redis' : ''}`,
+      client,
       api_processes: nodes.length,
       senders: SENDERS,
       seconds,
@@ -65,14 +159,22 @@ export async function acceptScenario(extraEnv: Record<string, string> = {}, labe
       p50_ms: roost.p50_ms,
       p99_ms: roost.p99_ms,
       failed: roost.failed,
-      ceiling_per_s: raw.per_s,
-      ceiling_p50_ms: raw.p50_ms,
-      ceiling_p99_ms: raw.p99_ms,
-      ratio: round(roost.per_s / raw.per_s, 3),
+      first_seconds: firstSeconds(samples, FIRST_SECONDS),
+      operator_cpu_s: round(cpuMs.reduce((a, b) => a + b, 0) / 1000, 1),
+      bench_cpu_s: round(process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, 1),
     };
+    if (database) {
+      const raw = await ceiling(database.url, seconds * 1000);
+      Object.assign(result, { ceiling: 'node pg, 32 clients, 1 envelope + 1 mailbox row per transaction', ceiling_per_s: raw.per_s, ceiling_p50_ms: raw.p50_ms, ceiling_p99_ms: raw.p99_ms, ratio: round(roost.per_s / raw.per_s, 3) });
+    } else {
+      const [one, batched] = await pgliteCeiling(Math.min(seconds, 10) * 1000, [1, 64]);
+      Object.assign(result, { ceiling: 'bare PGlite on disk, 1 envelope + 1 mailbox row each', pglite_1_per_tx_per_s: one, pglite_64_per_tx_per_s: batched, ratio_to_64_per_tx: round(roost.per_s / batched, 3) });
+    }
+    return result;
   } finally {
-    connections.forEach((connection) => connection.close());
+    clients.close();
     await Promise.all(nodes.map((n) => n.stop()));
-    await database.drop();
+    await database?.drop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   }
 }

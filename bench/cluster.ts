@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
@@ -18,7 +19,7 @@ import { freePort, profileArgs, request, requireEnv, scratchDatabase } from './s
 
 const MAIN = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
 
-export type Role = 'api' | 'gateway';
+export type Role = 'api' | 'gateway' | 'all';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -111,6 +112,12 @@ export interface BenchClusterOptions {
   api?: number;
   gateway?: number;
   env?: Record<string, string>;
+  /**
+   * One `ROOST_ROLE=all` process serving as both api and gateway: `postgres` on a scratch
+   * database and Redis (the README's simplest production start), `embedded` with neither (PGlite
+   * in a temporary folder, the in-process bus: `npm start`).
+   */
+  single?: 'postgres' | 'embedded';
 }
 
 /** N api + M gateway processes on one scratch database and one Redis key prefix. */
@@ -126,6 +133,7 @@ export class BenchCluster {
   ) {}
 
   static async start(options: BenchClusterOptions = {}): Promise<BenchCluster> {
+    if (options.single === 'embedded') return BenchCluster.startEmbedded(options);
     const redisUrl = requireEnv('REDIS_URL');
     const database = await scratchDatabase('roost_bench');
     const prefix = `roost-bench:${ulid()}:`;
@@ -140,8 +148,9 @@ export class BenchCluster {
       ...options.env,
     };
     const make = async (role: Role) => new RoostNode(role, await freePort(), env);
-    const apis = await Promise.all(Array.from({ length: options.api ?? 1 }, () => make('api')));
-    const gateways = await Promise.all(Array.from({ length: options.gateway ?? 1 }, () => make('gateway')));
+    const single = options.single === 'postgres' ? [await make('all')] : undefined;
+    const apis = single ?? (await Promise.all(Array.from({ length: options.api ?? 1 }, () => make('api'))));
+    const gateways = single ?? (await Promise.all(Array.from({ length: options.gateway ?? 1 }, () => make('gateway'))));
     const cluster = new BenchCluster(apis, gateways, adminToken, database.url, redisUrl, prefix, database.drop);
     try {
       // The first api applies the migrations; the others start after it.
@@ -154,8 +163,24 @@ export class BenchCluster {
     return cluster;
   }
 
+  /** One embedded `ROOST_ROLE=all` process: no DATABASE_URL, no REDIS_URL, PGlite in a temporary folder. */
+  private static async startEmbedded(options: BenchClusterOptions): Promise<BenchCluster> {
+    const dataDir = mkdtempSync(join(tmpdir(), 'roost-bench-embedded-'));
+    const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
+    const env = { DATABASE_URL: '', REDIS_URL: '', ROOST_DATA_DIR: dataDir, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'warn', ROOST_RATE_LIMIT_PER_S: '0', ...options.env };
+    const node = new RoostNode('all', await freePort(), env);
+    const cluster = new BenchCluster([node], [node], adminToken, '', '', '', async () => rmSync(dataDir, { recursive: true, force: true }));
+    try {
+      await node.start(120_000);
+    } catch (error) {
+      await cluster.close();
+      throw error;
+    }
+    return cluster;
+  }
+
   get nodes(): RoostNode[] {
-    return [...this.apis, ...this.gateways];
+    return [...new Set([...this.apis, ...this.gateways])];
   }
 
   /** Open-policy agents through the admin API, `concurrency` requests in flight; tokens in order. */
@@ -185,6 +210,7 @@ export class BenchCluster {
   async close(): Promise<void> {
     await Promise.all(this.nodes.map((node) => node.stop()));
     await this.dropDatabase().catch((error: unknown) => process.stderr.write(`bench: dropping the database failed: ${String(error)}\n`));
+    if (this.redisUrl === '') return;
     const redis = new Redis(this.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     redis.on('error', () => undefined);
     try {

@@ -6,7 +6,13 @@ import { percentile, request, round } from './support';
 const RECIPIENTS = 50;
 const SENDERS = 10;
 const RATE_PER_S = 200;
-const WARMUP_S = 2;
+const WARMUP_S = 3;
+
+/** `nodejs_eventloop_lag_max_seconds` of a node, in ms (the max since the previous scrape, per prom-client), or null. */
+async function eventLoopLagMax(node: { metrics(): Promise<string> }): Promise<number | null> {
+  const line = (await node.metrics().catch(() => '')).split('\n').find((l) => l.startsWith('nodejs_eventloop_lag_max_seconds'));
+  return line === undefined ? null : round(Number(line.split(' ')[1]) * 1000);
+}
 
 /**
  * Call `fn(n)` for n = 0 … count-1 at `ratePerS`, open loop (a slow answer never delays the next
@@ -77,10 +83,12 @@ async function redisFloor(cluster: BenchCluster, ratePerS: number, count: number
  * envelope id (the sender mints the ULID). The floor is a raw Redis XADD → blocked XREAD round trip
  * measured during the same seconds, with as many samples.
  */
-export async function pushScenario(): Promise<Record<string, unknown>> {
+export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split'): Promise<Record<string, unknown>> {
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
   const load_before = round(loadavg()[0]);
-  const cluster = await BenchCluster.start({ api: 1, gateway: 1 });
+  const cluster = await BenchCluster.start(
+    mode === 'split' ? { api: 1, gateway: 1 } : { single: mode === 'all' ? 'postgres' : 'embedded', env: { ROOST_METRICS_PORT: '0' } },
+  );
   const sockets: Array<{ terminate(): void }> = [];
   try {
     const recipients = Array.from({ length: RECIPIENTS }, (_, i) => `@bench.r${String(i).padStart(2, '0')}`);
@@ -90,6 +98,7 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
     const senderTokens = tokens.slice(RECIPIENTS);
 
     const pending = new Map<string, number>();
+    const warmupIds = new Map<string, number>();
     let latencies: number[] = [];
     let unexpected = 0;
     let stampToFrame: number[] = [];
@@ -107,6 +116,8 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
       }
       pending.delete(id);
       latencies.push(now - t0);
+      const second = warmupIds.get(id);
+      if (second !== undefined) warmupBySecond[second].push(now - t0);
       frameAt.set(id, now);
       // `created_at` is stamped in the accept transaction just before its commit (same clock).
       const createdAt = (JSON.parse(data.toString('utf8')) as { created_at: number }).created_at;
@@ -119,6 +130,10 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
     const api = cluster.apis[0];
     let postLatencies: number[] = [];
     let failed = 0;
+    /** POST-start → frame of the warm-up envelopes, by second since the fresh operator's first POST. */
+    const warmupStart = performance.now();
+    const warmupBySecond: number[][] = Array.from({ length: WARMUP_S }, () => []);
+    let warming = true;
     const post = async (n: number) => {
       const id = ulid();
       const body = JSON.stringify({
@@ -130,6 +145,7 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
       });
       const t0 = performance.now();
       pending.set(id, t0);
+      if (warming) warmupIds.set(id, Math.min(WARMUP_S - 1, Math.floor((t0 - warmupStart) / 1000)));
       const reply = await request(api.url, 'POST', '/messages', senderTokens[n % SENDERS], body);
       if (reply.status === 202) {
         postLatencies.push(performance.now() - t0);
@@ -144,6 +160,8 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
     // Warm-up (connections, JIT, plans), not counted.
     await paced(RATE_PER_S, WARMUP_S * RATE_PER_S, post);
     await sleep(500);
+    warming = false;
+    const lagBefore = await eventLoopLagMax(api);
     latencies = [];
     stampToFrame = [];
     frameAt.clear();
@@ -154,7 +172,8 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
     unexpected = 0;
 
     const count = seconds * RATE_PER_S;
-    const [floor] = await Promise.all([redisFloor(cluster, RATE_PER_S, count), paced(RATE_PER_S, count, post)]);
+    const [floor] = await Promise.all([mode === 'embedded' ? Promise.resolve([]) : redisFloor(cluster, RATE_PER_S, count), paced(RATE_PER_S, count, post)]);
+    const lagAfter = await eventLoopLagMax(api);
     const deadline = Date.now() + 10_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(20);
 
@@ -166,7 +185,10 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
     const push = stats(latencies);
     const raw = stats(floor);
     return {
-      scenario: 'push',
+      scenario: mode === 'split' ? 'push' : `push-${mode}`,
+      first_seconds: warmupBySecond.map((values, i) => ({ second: i + 1, n: values.length, ...stats(values) })),
+      event_loop_lag_max_ms_boot_and_warmup: lagBefore,
+      event_loop_lag_max_ms_run: lagAfter,
       recipients: RECIPIENTS,
       senders: SENDERS,
       rate_per_s: RATE_PER_S,
@@ -190,7 +212,7 @@ export async function pushScenario(): Promise<Record<string, unknown>> {
       redis_floor_p99_ms: raw.p99_ms,
       target_p99_ms: 15,
       met: push.p99_ms <= 15 && pending.size === 0,
-      processes: '1 api + 1 gateway, real Postgres and Redis',
+      processes: mode === 'split' ? '1 api + 1 gateway, real Postgres and Redis' : mode === 'all' ? 'one ROOST_ROLE=all process on Postgres + Redis' : 'one embedded process (PGlite, in-process bus)',
       load_1m_before: load_before,
       load_1m_after: round(loadavg()[0]),
     };

@@ -12,7 +12,10 @@ import { triageScenario } from './triage';
 
 /** `npm run bench -- <scenario>`: each scenario prints one JSON line with its figures. */
 const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Record<string, unknown>>>> = {
-  accept: () => acceptScenario(),
+  accept: () => acceptScenario({ label: 'accept' }),
+  'accept-http': () => acceptScenario({ client: 'node-http', label: 'accept-http' }),
+  'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
+  'accept-embedded-http': () => acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
   catchup: () => catchupScenario(),
   triage: () => triageScenario(),
   cli: () => cliScenario(),
@@ -21,6 +24,8 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   prepared: () => preparedScenario(),
   purge: () => purgeScenario(),
   push: () => pushScenario(),
+  'push-all': () => pushScenario('all'),
+  'push-embedded': () => pushScenario('embedded'),
   fanout: () => fanoutScenario(),
   connections: () => connectionsScenario(),
   mcp: () => mcpScenario(),

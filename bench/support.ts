@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pg from 'pg';
 
@@ -48,7 +49,22 @@ export interface OperatorProcess {
   url: string;
   adminToken: string;
   child: ChildProcess;
+  /** CPU time (user + system) the process has used so far, in ms (from /proc). */
+  cpuMs(): Promise<number>;
   stop(): Promise<void>;
+}
+
+/** utime + stime of a process from /proc/<pid>/stat, in ms (0 once it is gone). */
+export async function processCpuMs(pid: number | undefined): Promise<number> {
+  if (pid === undefined) return 0;
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const ticks = Number(fields[11]) + Number(fields[12]);
+    return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return 0;
+  }
 }
 
 /**
@@ -70,7 +86,8 @@ export async function startOperatorProcess(env: Record<string, string>): Promise
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
+  // The embedded default runs initdb on first start: slow on a busy machine.
+  const deadline = Date.now() + (env.DATABASE_URL === '' ? 180_000 : 30_000);
   for (;;) {
     if (child.exitCode !== null) throw new Error(`operator exited with ${child.exitCode}`);
     try {
@@ -78,13 +95,17 @@ export async function startOperatorProcess(env: Record<string, string>): Promise
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error('operator did not become healthy in 30 s');
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error('operator did not become healthy in time');
+    }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return {
     url,
     adminToken,
     child,
+    cpuMs: () => processCpuMs(child.pid),
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve();
@@ -255,4 +276,59 @@ export function summary(result: { latencies: number[]; elapsedMs: number; failur
     ok: result.latencies.length,
     failed: result.failures,
   };
+}
+
+/** Latency samples with the time each operation started (ms since the loop began). */
+export interface TimedSamples {
+  starts: number[];
+  latencies: number[];
+  failedStarts: number[];
+  elapsedMs: number;
+  /** The samples of operations that started at or after `ms`, as `summary` takes them. */
+  after(ms: number): { latencies: number[]; failures: number; elapsedMs: number };
+}
+
+/** `loadLoop` from the very first operation, keeping when each started (for per-second figures). */
+export async function timedLoop(
+  concurrency: number,
+  durationMs: number,
+  task: (worker: number, i: number) => Promise<boolean>,
+): Promise<TimedSamples> {
+  const starts: number[] = [];
+  const latencies: number[] = [];
+  const failedStarts: number[] = [];
+  const start = performance.now();
+  const end = start + durationMs;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, worker) => {
+      for (let i = 0; performance.now() < end; i++) {
+        const t0 = performance.now();
+        const ok = await task(worker, i).catch(() => false);
+        if (ok) {
+          starts.push(t0 - start);
+          latencies.push(performance.now() - t0);
+        } else failedStarts.push(t0 - start);
+      }
+    }),
+  );
+  const elapsedMs = performance.now() - start;
+  return {
+    starts,
+    latencies,
+    failedStarts,
+    elapsedMs,
+    after: (ms) => ({
+      latencies: latencies.filter((_, i) => starts[i] >= ms).sort((a, b) => a - b),
+      failures: failedStarts.filter((t) => t >= ms).length,
+      elapsedMs: elapsedMs - ms,
+    }),
+  };
+}
+
+/** Per-second count, p50, p99 and max of the first `count` seconds of a run. */
+export function firstSeconds(samples: { starts: number[]; latencies: number[] }, count: number) {
+  return Array.from({ length: count }, (_, s) => {
+    const inSecond = samples.latencies.filter((_, i) => samples.starts[i] >= s * 1000 && samples.starts[i] < (s + 1) * 1000).sort((a, b) => a - b);
+    return { second: s + 1, n: inSecond.length, p50_ms: round(percentile(inSecond, 50)), p99_ms: round(percentile(inSecond, 99)), max_ms: round(inSecond.at(-1) ?? NaN) };
+  });
 }

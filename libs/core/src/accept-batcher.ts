@@ -134,6 +134,9 @@ const CONTENDED_MS = 5_000;
 export class AcceptBatcher {
   private queue: Pending[] = [];
   private running = 0;
+  /** Embedded PGlite: a batch starts on the next event-loop turn, so that turn's accepts join it. */
+  private readonly gather: boolean;
+  private gathering = false;
   /** Mailboxes locked by batches in flight: a job touching one waits and joins a later batch. */
   private readonly busy = new Map<number, number>();
   private readonly writers: number;
@@ -152,13 +155,23 @@ export class AcceptBatcher {
   ) {
     // PGlite has one session: more writers would only queue behind its lock.
     this.writers = config.databaseUrl === null ? 1 : config.accept.writers;
+    // PGlite runs a statement synchronously on the event loop: a batch started at once for the
+    // first accept of a turn would commit it alone while the turn's other accepts wait for the next.
+    this.gather = config.databaseUrl === null;
     this.batchMax = config.accept.batchMax;
   }
 
   submit(job: AcceptJob): Promise<AcceptOutcome> {
     return new Promise((resolve, reject) => {
       this.queue.push({ job, resolve, reject });
-      this.pump();
+      if (!this.gather) this.pump();
+      else if (!this.gathering) {
+        this.gathering = true;
+        setImmediate(() => {
+          this.gathering = false;
+          this.pump();
+        });
+      }
     });
   }
 

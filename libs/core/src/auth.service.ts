@@ -30,11 +30,7 @@ const LOOKUPS_PER_QUERY = 256;
 @Injectable()
 export class AuthService {
   /** Every authenticated request looks its agent up: under load, many requests share a round trip. */
-  private readonly lookups = new Coalescer<SenderLookup, SenderFound>(
-    (keys) => this.lookUp(keys),
-    LOOKUPS_IN_FLIGHT,
-    LOOKUPS_PER_QUERY,
-  );
+  private readonly lookups: Coalescer<SenderLookup, SenderFound>;
 
   /** Token hashes just looked up and not found: refused again without a query for a short window. */
   private readonly unknownAgentTokens = new UnknownTokens();
@@ -45,7 +41,12 @@ export class AuthService {
     private readonly orgs: OrgsRepository,
     @InjectConfig() private readonly config: Config,
     private readonly metrics: Metrics,
-  ) {}
+  ) {
+    // Embedded PGlite runs each query on the event loop over one session: one lookup at a time,
+    // gathering every request of an event-loop turn into it (else each request got its own).
+    const embedded = config.databaseUrl === null;
+    this.lookups = new Coalescer((keys) => this.lookUp(keys), embedded ? 1 : LOOKUPS_IN_FLIGHT, LOOKUPS_PER_QUERY, embedded);
+  }
 
   /**
    * A token was just minted: it must not be refused from the unknown-token cache. A minted token is

@@ -62,3 +62,20 @@ describe('Coalescer', () => {
     await expect(later).resolves.toBe('v4');
   });
 });
+
+describe('Coalescer with gather (embedded PGlite)', () => {
+  it('starts a batch on the next event-loop turn with every load of the current turn', async () => {
+    const { batches, run } = gatedRun();
+    const coalescer = new Coalescer(run, 1, 10, true);
+    const values = [1, 2, 3].map((key) => coalescer.load(key));
+    expect(batches).toEqual([]);
+    await flush();
+    expect(batches.map((b) => b.keys)).toEqual([[1, 2, 3]]);
+    const later = coalescer.load(4);
+    batches[0].release();
+    await flush();
+    expect(batches.map((b) => b.keys)).toEqual([[1, 2, 3], [4]]);
+    batches[1].release();
+    await expect(Promise.all([...values, later])).resolves.toEqual(['v1', 'v2', 'v3', 'v4']);
+  });
+});
