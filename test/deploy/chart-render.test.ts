@@ -35,8 +35,6 @@ const REQUIRED = { postgres: { url: 'postgres://roost:pw@db:5432/roost' }, redis
 const EXTERNAL_SECRETS = new Set(['roost-credentials', 'pg', 'cache', 'admin', 'internal-ca']);
 /** Variables the chart sets that the config loader does not read, on purpose. */
 const NOT_ROOST_CONFIG = new Set(['NODE_EXTRA_CA_CERTS', 'NODE_OPTIONS', 'EXTRA_GLOBAL', 'EXTRA_ROLE', 'EXTRA_MIGRATE']);
-/** Contracted with branch `ops` (libs/config reads it once that branch is merged). */
-const PENDING_ENV = new Set(['ROOST_METRICS_PORT']);
 
 const everyOptionalBlock = {
   fullnameOverride: 'r'.repeat(80),
@@ -251,7 +249,7 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
       const names = [
         ...Object.keys(configMap.data),
         ...podsOf(r).flatMap((w) => w.spec.template.spec.containers[0].env.map((e: K8s) => e.name)),
-      ].filter((n) => !NOT_ROOST_CONFIG.has(n) && !PENDING_ENV.has(n) && !n.startsWith('ROOST_SCHEDULE'));
+      ].filter((n) => !NOT_ROOST_CONFIG.has(n) && !n.startsWith('ROOST_SCHEDULE'));
       expect(names.filter((n) => !known.has(n))).toEqual([]);
       for (const value of Object.values(configMap.data)) expect(value).not.toMatch(/e\+\d/); // no 1.048576e+06
       for (const workload of podsOf(r)) {

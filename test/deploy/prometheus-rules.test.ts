@@ -273,6 +273,20 @@ describeTools('the PrometheusRule, checked by promtool', () => {
         },
         quiet: [[[`roost_ws_slow_consumer_closes_total{${sel('roost-gateway')}}`, '0+1x40']]],
       },
+      {
+        alert: 'RoostAuthFailuresRateLimited',
+        fires: {
+          series: [[`roost_rate_limited_total{${sel('roost-api', ',limit="auth_fail"')}}`, '0+100x40']],
+          at: '30m',
+          labels: { severity: 'warning' },
+          summary: 'Requests refused 500 times in 5 minutes after failed authentication',
+        },
+        quiet: [
+          [[`roost_rate_limited_total{${sel('roost-api', ',limit="auth_fail"')}}`, '0+10x40']],
+          // other limits refusing as much do not count
+          [[`roost_rate_limited_total{${sel('roost-api', ',limit="agent"')}}`, '0+100x40']],
+        ],
+      },
     ];
 
     let rules: { file: string; groups: K8s[] };

@@ -17,9 +17,10 @@ import { CHART, DEPLOY, REQUIRE_TOOLS, definedMetrics, describeWithTool, helmMis
  * alert expression evaluates without error, the core panels return data, and Prometheus reports
  * every rule healthy.
  *
- * The processes run with ROOST_METRICS_PORT=0 (/metrics on the main port) so this works with or
- * without the separate metrics listener; the targets carry the labels the chart's ServiceMonitor
- * gives them (namespace, job = <release>-<role>).
+ * Each process runs with its separate metrics listener (ROOST_METRICS_PORT on a free port) and
+ * Prometheus scrapes that port, as the chart's ServiceMonitor scrapes the `metrics` port; the main
+ * port no longer serves /metrics. The targets carry the labels the ServiceMonitor gives them
+ * (namespace, job = <release>-<role>).
  */
 
 jest.setTimeout(180_000);
@@ -49,6 +50,15 @@ const CORE_PANELS = [
   'Resident memory per pod',
   'Event loop lag p99',
   'Targets up',
+  // the gauges and counters of ops and limits that this load makes non-empty
+  'Build info',
+  'Dependencies up',
+  'Job queues by state',
+  'Stream length by partition',
+  'Stream lag (entries) by partition',
+  'WebSocket handshakes by outcome',
+  'Rate limited by limit',
+  'Unknown-token cache hits',
 ];
 
 describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', () => {
@@ -59,6 +69,7 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
   let promUrl = '';
   let dir = '';
   let listener: Listener | undefined;
+  let metricsPorts: number[] = [];
   const promOutput: string[] = [];
 
   async function query(expr: string): Promise<{ status: string; error?: string; data?: { result: unknown[] } }> {
@@ -75,13 +86,18 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
       ROOST_ADMIN_TOKEN: adminToken,
       ROOST_LOG_LEVEL: 'warn',
       ROOST_HOST: '127.0.0.1',
-      ROOST_METRICS_PORT: '0',
       ROOST_RETENTION_INTERVAL_MS: '1000',
       ROOST_DB_POOL_SIZE: '4',
+      ROOST_AUTH_FAIL_LIMIT_PER_S: '2',
     };
+    // Each role's separate metrics listener, on a free port of its own.
+    metricsPorts = [await freePort(), await freePort(), await freePort()];
     // The api first: it applies the migrations.
-    [roles[0]] = await startAll([{ name: 'api', env: { ...env, ROOST_ROLE: 'api' } }]);
-    roles = [roles[0], ...(await startAll(['gateway', 'worker'].map((role) => ({ name: role, env: { ...env, ROOST_ROLE: role } }))))];
+    [roles[0]] = await startAll([{ name: 'api', env: { ...env, ROOST_ROLE: 'api', ROOST_METRICS_PORT: String(metricsPorts[0]) } }]);
+    roles = [
+      roles[0],
+      ...(await startAll(['gateway', 'worker'].map((role, i) => ({ name: role, env: { ...env, ROOST_ROLE: role, ROOST_METRICS_PORT: String(metricsPorts[i + 1]) } })))),
+    ];
 
     // The chart's alert rules, rendered as for release "roost" in namespace "roost".
     const rendered = renderChart([join(CHART, 'examples', 'production.yaml')]);
@@ -97,7 +113,7 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
         scrape_configs: ['api', 'gateway', 'worker'].map((role, i) => ({
           job_name: `roost-${role}`,
           metrics_path: '/metrics',
-          static_configs: [{ targets: [`127.0.0.1:${roles[i].port}`], labels: { namespace: 'roost' } }],
+          static_configs: [{ targets: [`127.0.0.1:${metricsPorts[i]}`], labels: { namespace: 'roost' } }],
         })),
       }),
     );
@@ -137,6 +153,13 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
     }
     const notified = () => listener!.frames.filter((f: any) => f.op === 'envelope.notify').length;
     await listener.until(() => notified() >= 60, 15_000, '60 header frames');
+    // One unknown token, repeated from one address past the auth-failure limit (2/s): 401s (the
+    // later ones from the unknown-token cache), then 429s (limit="auth_fail").
+    const unknown = `unknown-${ulid()}`;
+    const refusals: Array<{ status: number }> = [];
+    for (let i = 0; i < 30; i++) refusals.push(await api.get('/mailbox', unknown));
+    expect(refusals.map((r) => r.status)).toContain(401);
+    expect(refusals.map((r) => r.status)).toContain(429);
     // Enough scrapes after the load for rate() over 10s windows.
     await sleep(6_000);
   });
@@ -158,6 +181,15 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
     expect(up.status).toBe('success');
     const values = (up.data!.result as Array<{ metric: { job: string }; value: [number, string] }>).map((r) => [r.metric.job, r.value[1]]).sort();
     expect(values).toEqual([['roost-api', '1'], ['roost-gateway', '1'], ['roost-worker', '1']]);
+  });
+
+  it('serves /metrics on the metrics port only, as the chart expects', async () => {
+    for (const [i, role] of roles.entries()) {
+      const onMetricsPort = await fetch(`http://127.0.0.1:${metricsPorts[i]}/metrics`);
+      expect([role.name, onMetricsPort.status]).toEqual([role.name, 200]);
+      expect(await onMetricsPort.text()).toMatch(/^roost_build_info\{/m);
+      expect([role.name, (await fetch(`${role.url}/metrics`)).status]).toEqual([role.name, 404]);
+    }
   });
 
   it('evaluates every Grafana panel query without error; the core panels return data', async () => {

@@ -59,9 +59,13 @@ export class RedisFrameBus extends FrameBus {
   private wake: (() => void) | undefined;
   /** The pipeline collecting this tick's publishes, flushed on the next tick. */
   private pendingPublish: PublishBatch | undefined;
+  /** Settles when close() begins: every wait of the read loop races it (see close()). */
+  private readonly closing: Promise<typeof CLOSED>;
+  private signalClosing!: () => void;
 
   constructor(private readonly options: RedisBusOptions) {
     super();
+    this.closing = new Promise((resolve) => (this.signalClosing = () => resolve(CLOSED)));
     this.commands = new Redis(options.url, {
       maxRetriesPerRequest: 1,
       enableOfflineQueue: false,
@@ -285,17 +289,21 @@ export class RedisFrameBus extends FrameBus {
       }
       try {
         for (const partition of partitions) {
-          if (!this.lastIds.has(partition)) this.lastIds.set(partition, await this.tailId(this.reader!, partition));
+          if (this.lastIds.has(partition)) continue;
+          const tail = await this.untilClosed(this.tailId(this.reader!, partition));
+          if (tail === CLOSED) return;
+          this.lastIds.set(partition, tail);
         }
         const keys = partitions.map((p) => this.streamKey(p));
         const ids = partitions.map((p) => this.lastIds.get(p) ?? '$');
-        let reply: StreamReply;
+        let reply: StreamReply | typeof CLOSED;
         this.blocking = true;
         try {
-          reply = (await this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids)) as StreamReply;
+          reply = await this.untilClosed(this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids) as Promise<StreamReply>);
         } finally {
           this.blocking = false;
         }
+        if (reply === CLOSED) return;
         if (failing) {
           failing = false;
           backoff = 100;
@@ -308,10 +316,21 @@ export class RedisFrameBus extends FrameBus {
         this.options.onError?.('read');
         if (!failing) this.logger.warn(`frame stream read failed: ${(error as Error).message}`);
         failing = true;
-        await sleep(backoff);
+        await this.untilClosed(sleep(backoff));
         backoff = Math.min(backoff * 2, 2_000);
       }
     }
+  }
+
+  /**
+   * A reader command, or CLOSED as soon as close() begins. ioredis never settles a command queued
+   * offline (the reader keeps its offline queue so reads survive a Redis blip) when the client is
+   * disconnected while reconnecting: `disconnect()` cancels the pending reconnect, so no close
+   * event flushes the queue. Without this race close() awaited that read forever after an outage.
+   */
+  private untilClosed<T>(command: Promise<T>): Promise<T | typeof CLOSED> {
+    command.catch(() => undefined); // a command abandoned at close may still fail later
+    return Promise.race([command, this.closing]);
   }
 
   /** The id of the newest entry of a partition ('0-0' when empty): reading starts after it. */
@@ -371,12 +390,17 @@ export class RedisFrameBus extends FrameBus {
 
   async close(): Promise<void> {
     this.running = false;
+    this.signalClosing();
+    this.wake?.();
     this.reader?.disconnect();
     this.control?.disconnect();
     await this.loop?.catch(() => undefined);
     this.commands.disconnect();
   }
 }
+
+/** What a read-loop wait yields once close() has begun. */
+const CLOSED = Symbol('closed');
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
