@@ -149,7 +149,7 @@ describe('roost install / uninstall', () => {
     await home.ok(['--as', '@acme.bob', 'install', '--command', 'roost'], { cwd: repo });
     const ignore = readFileSync(join(repo, '.gitignore'), 'utf8');
     expect(ignore.startsWith('node_modules\n\n# ROOST_MAILBOX_START')).toBe(true);
-    for (const f of ['.roost/mailbox/INBOX.md', '.roost/mailbox/STATE.json', '.roost/hook.json', '.roost/install.json', '.roost/admin-token', '.roost/mailbox/.lock']) writeFileSync(join(repo, f), 'x');
+    for (const f of ['.roost/mailbox/INBOX.md', '.roost/mailbox/STATE.json', '.roost/hook.json', '.roost/admin-token', '.roost/mailbox/.lock']) writeFileSync(join(repo, f), '{}');
     const check = spawnSync('git', ['check-ignore', '.roost/mailbox/INBOX.md', '.roost/mailbox/STATE.json', '.roost/hook.json', '.roost/install.json', '.roost/admin-token', '.roost/mailbox/OUTBOX.md'], { cwd: repo, encoding: 'utf8' });
     expect(check.stdout.trim().split('\n').sort()).toEqual(['.roost/admin-token', '.roost/hook.json', '.roost/install.json', '.roost/mailbox/INBOX.md', '.roost/mailbox/STATE.json']);
     await home.ok(['--as', '@acme.bob', 'install', '--command', 'roost'], { cwd: repo });
