@@ -183,6 +183,7 @@ export function program(): Command {
     .option('--no-claude', 'skip .claude/settings.json')
     .option('--no-codex', 'skip .codex/hooks.json')
     .option('--mcp', 'also register `roost mcp`: .mcp.json (Claude Code), .codex/config.toml (Codex)')
+    .option('--command <cmd>', 'how harnesses start roost (default: absolute node + this CLI, no PATH needed; e.g. "roost")')
     .action(act(() => workspace().install));
   root
     .command('uninstall')

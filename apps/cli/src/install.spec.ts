@@ -1,4 +1,4 @@
-import { addCodexMcp, addHooks, addMcpJson, applyBlock, END, managedBlock, removeBlock, removeCodexMcp, removeHooks, removeMcpJson, START } from './install';
+import { addCodexMcp, addHooks, addMcpJson, applyBlock, applyGitignore, END, hookCommand, isRoostHookCommand, managedBlock, removeBlock, removeCodexMcp, removeGitignore, removeHooks, removeMcpJson, shellSplit, START } from './install';
 
 const block = managedBlock('@acme.bob');
 
@@ -99,5 +99,29 @@ describe('MCP entries (install --mcp)', () => {
   it('removes a roost table followed by another table, keeping that one', () => {
     const text = 'a = 1\n\n[mcp_servers.roost]\ncommand = "roost"\nargs = ["mcp"]\n\n[mcp_servers.other]\ncommand = "y"\n';
     expect(removeCodexMcp(text)).toBe('a = 1\n\n[mcp_servers.other]\ncommand = "y"\n');
+  });
+});
+
+describe('base command (no PATH needed)', () => {
+  it('quotes words for sh and splits them back', () => {
+    const base = ['/usr/bin/node', "/opt/it's here/main.js"];
+    const line = hookCommand('Stop', base);
+    expect(line).toBe(`/usr/bin/node '/opt/it'\\''s here/main.js' hook --event Stop`);
+    expect(shellSplit(line)).toEqual([...base, 'hook', '--event', 'Stop']);
+    expect(isRoostHookCommand(line)).toBe(true);
+    expect(removeHooks(addHooks({}, base))).toEqual({});
+  });
+
+  it('puts the argv prefix into MCP entries', () => {
+    expect(addMcpJson({}, '@acme.bob', ['/n', '/m.js']).mcpServers).toEqual({ roost: { command: '/n', args: ['/m.js', '--as', '@acme.bob', 'mcp'] } });
+  });
+
+  it('.gitignore block is idempotent and removed byte-exact', () => {
+    for (const original of ['', 'node_modules\n']) {
+      const once = applyGitignore(original);
+      expect(once).toContain('/.roost/mailbox/INBOX.md');
+      expect(applyGitignore(once)).toBe(once);
+      expect(removeGitignore(once)).toBe(original);
+    }
   });
 });

@@ -11,8 +11,65 @@ export const END = '<!-- ROOST_MAILBOX_END -->';
 
 export const HOOK_EVENTS = ['SessionStart', 'PostToolUse', 'Stop'] as const;
 
-export function hookCommand(event: string, base = 'roost'): string {
-  return `${base} hook --event ${event}`;
+/**
+ * How a harness starts this CLI: an argv prefix. Default: the absolute path of the running node
+ * binary and of this CLI's main.js (symlinks such as an npm `bin` shim resolved), so hooks and MCP
+ * entries work when `roost` is not on the harness's PATH. `--command roost` (one word, looked up on
+ * PATH) or any other command line can be given instead.
+ */
+export type BaseCommand = string[];
+
+export function selfCommand(execPath = process.execPath, script = process.argv[1]): BaseCommand {
+  return [execPath, realpathOr(script)];
+}
+
+function realpathOr(file: string): string {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return (require('node:fs') as typeof import('node:fs')).realpathSync(file);
+  } catch {
+    return file;
+  }
+}
+
+/** POSIX shell quoting: bare when safe, else single quotes (`'` as `'\''`). */
+export function shellQuote(word: string): string {
+  return /^[A-Za-z0-9_\/.,:=@%+-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/** Split a command line written by `shellQuote` (bare words and single-quoted parts) back into words. */
+export function shellSplit(line: string): string[] {
+  const words: string[] = [];
+  let word = '';
+  let inWord = false;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (c === "'") {
+      const close = line.indexOf("'", i + 1);
+      if (close < 0) throw new Error('unterminated quote');
+      word += line.slice(i + 1, close);
+      i = close;
+      inWord = true;
+    } else if (c === '\\' && i + 1 < line.length) {
+      word += line[++i];
+      inWord = true;
+    } else if (/\s/.test(c)) {
+      if (inWord) words.push(word);
+      word = '';
+      inWord = false;
+    } else {
+      word += c;
+      inWord = true;
+    }
+  }
+  if (inWord) words.push(word);
+  return words;
+}
+
+const asBase = (base: string | BaseCommand): BaseCommand => (typeof base === 'string' ? [base] : base);
+
+export function hookCommand(event: string, base: string | BaseCommand = 'roost'): string {
+  return `${asBase(base).map(shellQuote).join(' ')} hook --event ${event}`;
 }
 
 /** A hook command this tool wrote (any base command). */
@@ -51,22 +108,22 @@ ${END}`;
 }
 
 /** Insert or replace the managed block. Returns the new text (identical when already current). */
-export function applyBlock(text: string, block: string): string {
-  const start = text.indexOf(START);
-  const end = text.indexOf(END, start);
-  if (start >= 0 && end > start) return text.slice(0, start) + block + text.slice(end + END.length);
+export function applyBlock(text: string, block: string, START_ = START, END_ = END): string {
+  const start = text.indexOf(START_);
+  const end = text.indexOf(END_, start);
+  if (start >= 0 && end > start) return text.slice(0, start) + block + text.slice(end + END_.length);
   if (text === '') return `${block}\n`;
   const sep = text.endsWith('\n\n') ? '' : text.endsWith('\n') ? '\n' : '\n\n';
   return `${text}${sep}${block}\n`;
 }
 
 /** Remove the managed block and the blank line `applyBlock` put before it. */
-export function removeBlock(text: string): string {
-  const start = text.indexOf(START);
-  const end = text.indexOf(END, start);
+export function removeBlock(text: string, START_ = START, END_ = END): string {
+  const start = text.indexOf(START_);
+  const end = text.indexOf(END_, start);
   if (start < 0 || end < 0) return text;
   let before = text.slice(0, start);
-  let after = text.slice(end + END.length);
+  let after = text.slice(end + END_.length);
   if (after.startsWith('\n')) after = after.slice(1);
   if (after === '' && before.endsWith('\n\n')) before = before.slice(0, -1);
   return before + after;
@@ -80,7 +137,7 @@ interface HookGroup {
 }
 
 /** Add one group per event running `roost hook --event <E>`, unless such a command is already there. */
-export function addHooks(settings: Json, base = 'roost', timeoutS = 10): Json {
+export function addHooks(settings: Json, base: string | BaseCommand = 'roost', timeoutS = 10): Json {
   const out = structuredClone(settings);
   const hooks = (out.hooks && typeof out.hooks === 'object' ? out.hooks : (out.hooks = {})) as Record<string, HookGroup[]>;
   for (const event of HOOK_EVENTS) {
@@ -144,10 +201,11 @@ const isRoostMcpEntry = (entry: unknown): boolean =>
   !!entry && typeof entry === 'object' && Array.isArray((entry as Json).args) && ((entry as Json).args as unknown[]).at(-1) === 'mcp';
 
 /** `.mcp.json` (Claude Code): `mcpServers.roost`, unless a server of that name is already there. */
-export function addMcpJson(settings: Json, agent: string | undefined, base = 'roost'): Json {
+export function addMcpJson(settings: Json, agent: string | undefined, base: string | BaseCommand = 'roost'): Json {
   const out = structuredClone(settings);
   const servers = (out.mcpServers && typeof out.mcpServers === 'object' ? out.mcpServers : (out.mcpServers = {})) as Json;
-  if (!(MCP_SERVER in servers)) servers[MCP_SERVER] = { command: base, args: mcpArgs(agent) };
+  const [command, ...pre] = asBase(base);
+  if (!(MCP_SERVER in servers)) servers[MCP_SERVER] = { command, args: [...pre, ...mcpArgs(agent)] };
   return out;
 }
 
@@ -164,9 +222,10 @@ export function removeMcpJson(settings: Json): Json {
 const tomlString = (value: string) => JSON.stringify(value);
 
 /** `.codex/config.toml` (Codex): a `[mcp_servers.roost]` table appended, unless one is there. */
-export function addCodexMcp(text: string, agent: string | undefined, base = 'roost'): string {
+export function addCodexMcp(text: string, agent: string | undefined, base: string | BaseCommand = 'roost'): string {
   if (text.split('\n').some((line) => line.trim() === CODEX_MCP_HEADER)) return text;
-  const table = `${CODEX_MCP_HEADER}\ncommand = ${tomlString(base)}\nargs = [${mcpArgs(agent).map(tomlString).join(', ')}]\n`;
+  const [command, ...pre] = asBase(base);
+  const table = `${CODEX_MCP_HEADER}\ncommand = ${tomlString(command)}\nargs = [${[...pre, ...mcpArgs(agent)].map(tomlString).join(', ')}]\n`;
   if (text === '') return table;
   const sep = text.endsWith('\n\n') ? '' : text.endsWith('\n') ? '\n' : '\n\n';
   return `${text}${sep}${table}`;
@@ -185,3 +244,23 @@ export function removeCodexMcp(text: string): string {
   const out = lines.slice(0, from).join('\n');
   return out === '' ? '' : `${out}\n`;
 }
+
+// --- .gitignore (worktree state the CLI writes must not be committed) --------------------------
+
+export const GITIGNORE_START = '# ROOST_MAILBOX_START (managed by roost install)';
+export const GITIGNORE_END = '# ROOST_MAILBOX_END';
+
+/** Files the CLI writes into a worktree that hold mail bodies, cursors, locks or secrets. */
+export const IGNORED = [
+  '/.roost/mailbox/INBOX.md',
+  '/.roost/mailbox/STATE.json',
+  '/.roost/mailbox/.lock',
+  '/.roost/hook.json',
+  '/.roost/install.json',
+  '/.roost/admin-token',
+];
+
+export const gitignoreBlock = () => `${GITIGNORE_START}\n${IGNORED.join('\n')}\n${GITIGNORE_END}`;
+
+export const applyGitignore = (text: string) => applyBlock(text, gitignoreBlock(), GITIGNORE_START, GITIGNORE_END);
+export const removeGitignore = (text: string) => removeBlock(text, GITIGNORE_START, GITIGNORE_END);

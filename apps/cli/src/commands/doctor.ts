@@ -1,6 +1,9 @@
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { delimiter, isAbsolute, join } from 'node:path';
 import WebSocket from 'ws';
 import { RoostAdminClient, RoostClient } from '../../../../libs/client/src/client';
 import { credentialsFile, tooOpen } from '../config';
+import { isRoostHookCommand, shellSplit } from '../install';
 import { CliError, EXIT, toCliError } from '../output';
 import { USER_AGENT, type Session } from '../session';
 
@@ -42,12 +45,70 @@ function probePush(url: string, token: string): Promise<{ ok: boolean; resume: b
   });
 }
 
+const executable = (file: string) => {
+  try {
+    accessSync(file, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** Where a command word resolves: absolute as is, else the first executable on PATH. */
+function resolveCommand(word: string, path = process.env.PATH ?? ''): string | undefined {
+  if (isAbsolute(word) || word.includes('/')) return executable(word) ? word : undefined;
+  return path.split(delimiter).filter(Boolean).map((dir) => join(dir, word)).find(executable);
+}
+
+/**
+ * The hook commands `roost install` wrote in this worktree must start without help from the
+ * harness's PATH: a harness that cannot find `roost` runs the hook, fails, and says nothing.
+ */
+export function hookChecks(root: string): Check[] {
+  const checks: Check[] = [];
+  for (const rel of ['.claude/settings.json', '.codex/hooks.json']) {
+    const file = join(root, rel);
+    if (!existsSync(file)) continue;
+    let commands: string[] = [];
+    try {
+      const hooks = (JSON.parse(readFileSync(file, 'utf8')) as { hooks?: Record<string, Array<{ hooks?: Array<{ command?: unknown }> }>> }).hooks ?? {};
+      commands = Object.values(hooks).flatMap((groups) => (Array.isArray(groups) ? groups : []).flatMap((g) => (g.hooks ?? []).map((h) => h.command))).filter(isRoostHookCommand) as string[];
+    } catch {
+      checks.push({ name: 'hooks', ok: false, detail: `${rel} is not valid JSON`, hint: 'fix it by hand, then rerun `roost install`', exit: EXIT.CONFIG });
+      continue;
+    }
+    for (const command of new Set(commands)) {
+      let words: string[];
+      try {
+        words = shellSplit(command);
+      } catch {
+        words = [];
+      }
+      const [exe, script] = words;
+      const found = exe ? resolveCommand(exe) : undefined;
+      const scriptOk = !script || script === 'hook' || existsSync(script);
+      let problem: string | undefined;
+      if (!found) problem = `${exe ?? command} is not ${exe && !exe.includes('/') ? 'on PATH' : 'an executable file'}`;
+      else if (!scriptOk) problem = `${script} does not exist`;
+      if (problem) {
+        checks.push({ name: 'hooks', ok: false, detail: `${rel}: \`${command}\`: ${problem}`, hint: 'rerun `roost install` (it writes absolute paths)', exit: EXIT.CONFIG });
+        break;
+      }
+      const viaPath = !isAbsolute(exe);
+      checks.push({ name: 'hooks', ok: true, detail: `${rel} runs ${found}${viaPath ? ' (found on this PATH; a harness with another PATH may not find it: rerun `roost install` for absolute paths)' : ''}` });
+      break;
+    }
+  }
+  return checks;
+}
+
 export async function doctor(session: Session): Promise<void> {
   const { ctx } = session;
   const checks: Check[] = [];
   const add = (check: Check) => checks.push(check);
   add({ name: 'profile', ok: true, detail: `${ctx.profile}; url ${ctx.url} (from ${ctx.sources.url})${ctx.root ? `; folder defaults ${ctx.root}/.roost/config.json` : ''}` });
   const creds = credentialsFile();
+  if (ctx.root) for (const check of hookChecks(ctx.root)) add(check);
   if (tooOpen(creds)) add({ name: 'credentials', ok: false, detail: `${creds} is readable by others`, hint: `chmod 600 ${creds}`, exit: EXIT.CONFIG });
 
   let reachable = false;

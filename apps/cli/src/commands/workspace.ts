@@ -3,7 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { MemoryCursorStore } from '../../../../libs/client/src/cursor';
 import { Listener } from '../../../../libs/client/src/listener';
 import { writeJsonAtomic } from '../config';
-import { addCodexMcp, addHooks, addMcpJson, applyBlock, formatJson, jsonEqual, managedBlock, removeBlock, removeCodexMcp, removeHooks, removeMcpJson } from '../install';
+import { addCodexMcp, addHooks, addMcpJson, applyBlock, applyGitignore, formatJson, jsonEqual, managedBlock, removeBlock, removeCodexMcp, removeGitignore, removeHooks, removeMcpJson, selfCommand, shellSplit, type BaseCommand } from '../install';
 import { loadState, mailboxPaths, mirrorOnce, OUTBOX_TEMPLATE, RECEIPTS_TEMPLATE, type MirrorResult } from '../mailbox/mirror';
 import { CliError, EXIT } from '../output';
 import { USER_AGENT, type Session } from '../session';
@@ -158,15 +158,24 @@ export function install(session: Session, options: { dir?: string; claude?: bool
     }
   };
   ensureDir(root, '.roost/mailbox', manifest);
+  // Absolute node + main.js by default: a bare `roost` fails silently when the harness's PATH lacks it.
+  let base: BaseCommand;
+  try {
+    base = options.command ? shellSplit(options.command) : selfCommand();
+  } catch {
+    base = [];
+  }
+  if (base.length === 0) throw new CliError(`--command ${JSON.stringify(options.command)} is not a command line`, EXIT.USAGE, 'e.g. --command roost or --command "/usr/local/bin/roost"', 'USAGE');
+  edit('.gitignore', (text) => applyGitignore(text ?? ''));
   const block = managedBlock(session.ctx.agent);
   edit('AGENTS.md', (text) => applyBlock(text ?? '', block));
   if (existsSync(join(root, 'CLAUDE.md'))) edit('CLAUDE.md', (text) => applyBlock(text ?? '', block));
-  if (options.claude !== false) edit('.claude/settings.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.claude/settings.json'))));
-  if (options.codex !== false) edit('.codex/hooks.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.codex/hooks.json'))));
+  if (options.claude !== false) edit('.claude/settings.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.claude/settings.json'), base)));
+  if (options.codex !== false) edit('.codex/hooks.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.codex/hooks.json'), base)));
   if (options.mcp) {
     // The MCP server beside the hooks: Claude Code reads .mcp.json, Codex its project config.toml.
-    if (options.claude !== false) edit('.mcp.json', (text) => formatJsonPreserving(text, addMcpJson(parseJsonFile(text, '.mcp.json'), session.ctx.agent)));
-    if (options.codex !== false) edit('.codex/config.toml', (text) => addCodexMcp(text ?? '', session.ctx.agent));
+    if (options.claude !== false) edit('.mcp.json', (text) => formatJsonPreserving(text, addMcpJson(parseJsonFile(text, '.mcp.json'), session.ctx.agent, base)));
+    if (options.codex !== false) edit('.codex/config.toml', (text) => addCodexMcp(text ?? '', session.ctx.agent, base));
   }
   edit('.roost/mailbox/OUTBOX.md', (text) => text ?? OUTBOX_TEMPLATE);
   edit('.roost/mailbox/RECEIPTS.md', (text) => text ?? RECEIPTS_TEMPLATE);
@@ -212,8 +221,8 @@ export function uninstall(session: Session, options: { dir?: string }): void {
       const removed = (rel === '.mcp.json' ? removeMcpJson : removeHooks)(parseJsonFile(current, rel));
       const before = original === null ? {} : parseJsonFile(original, rel);
       next = jsonEqual(removed, before) ? original : Object.keys(removed).length === 0 && original === null ? null : formatJson(removed);
-    } else if (rel.endsWith('AGENTS.md') || rel.endsWith('CLAUDE.md')) {
-      const removed = removeBlock(current);
+    } else if (rel.endsWith('AGENTS.md') || rel.endsWith('CLAUDE.md') || rel === '.gitignore') {
+      const removed = rel === '.gitignore' ? removeGitignore(current) : removeBlock(current);
       next = original !== null && removed.trimEnd() === original.trimEnd() ? original : original === null && removed.trim() === '' ? null : removed;
     } else {
       // Files install created from a template: removed only if untouched since.
@@ -229,6 +238,20 @@ export function uninstall(session: Session, options: { dir?: string }): void {
     }
   }
   unlinkSync(manifestFile);
+  // Cursors and locks the hooks and the mirror wrote: meaningless without the install, removed.
+  for (const rel of ['.roost/hook.json', '.roost/mailbox/.lock']) {
+    if (existsSync(join(root, rel))) {
+      unlinkSync(join(root, rel));
+      changed.push(rel);
+    }
+  }
+  const leftBehind: Array<{ file: string; why: string }> = kept.map((file) => ({ file, why: 'edited since install' }));
+  const why: Record<string, string> = {
+    '.roost/mailbox/INBOX.md': 'mail received (bodies); delete it by hand when no longer needed',
+    '.roost/mailbox/STATE.json': "the mailbox's cursor, kept with INBOX.md so a reinstall does not fetch it again",
+    '.roost/admin-token': 'an admin token this tool did not write',
+  };
+  for (const [file, reason] of Object.entries(why)) if (existsSync(join(root, file))) leftBehind.push({ file, why: reason });
   for (const dir of [...manifest.dirs].sort((a, b) => b.length - a.length)) {
     try {
       if (readdirSync(join(root, dir)).length === 0) rmdirSync(join(root, dir));
@@ -237,7 +260,9 @@ export function uninstall(session: Session, options: { dir?: string }): void {
     }
   }
   session.print.out(
-    () => `uninstalled from ${root}: ${changed.join(', ') || 'nothing to change'}${kept.length ? `\nkept (edited since install): ${kept.join(', ')}` : ''}`,
-    { root, changed, kept },
+    () =>
+      `uninstalled from ${root}: ${changed.join(', ') || 'nothing to change'}` +
+      leftBehind.map((l) => `\nleft behind: ${l.file} (${l.why})`).join(''),
+    { root, changed, kept, left_behind: leftBehind },
   );
 }
