@@ -375,6 +375,23 @@ const ROUTES: Route[] = [
   },
 
   // Mailbox (ASMTP.md §3.5–3.6).
+  // MCP over Streamable HTTP (EXTENSIONS.md §8): the bearer's own mailbox, nobody else's.
+  {
+    name: 'POST /mcp',
+    kind: 'agent',
+    request: () => ({
+      method: 'POST',
+      path: '/mcp',
+      body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'inbox', arguments: { direction: 'both', limit: 100 } } },
+      headers: { accept: 'application/json, text/event-stream' },
+    }),
+    outcomes: { 'other-agent': OK, owner: OK },
+    check: (caller, reply) => {
+      const result = JSON.stringify(reply.body.result ?? reply.body);
+      if (caller === 'owner') expect(result).toContain(w.e1);
+      else expect(result).not.toContain(w.e1);
+    },
+  },
   {
     name: 'GET /mailbox',
     kind: 'agent',
@@ -816,7 +833,7 @@ describe.each(ROUTES.map((route) => [route.name, route] as const))('%s', (_name,
 function controllerRoutes(): string[] {
   const root = join(__dirname, '../..');
   const routes: string[] = [];
-  for (const dir of ['apps/api/src', 'libs/http/src']) {
+  for (const dir of ['apps/api/src', 'apps/roost/src', 'libs/http/src']) {
     for (const file of readdirSync(join(root, dir), { recursive: true }) as string[]) {
       if (!file.endsWith('.controller.ts')) continue;
       const source = readFileSync(join(root, dir, file), 'utf8');

@@ -222,7 +222,11 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     expect(frame.flags).toEqual(flags);
     // flags is the only addition to the ASMTP header.
     expect(Object.keys(frame)).toEqual(['op', 'id', 'from', 'to', 'subject', 'type_hint', 'size_hint', 'created_at', 'date_ms', 'flags']);
-    expect(JSON.stringify(await rowOf(bob, body.id as string))).toBe(raw);
+    // The listing carries the same header in the reference operator's listing key order
+    // (ASMTP.md §3.5), with flags after the ASMTP keys.
+    const row = await rowOf(bob, body.id as string);
+    expect(Object.keys(row)).toEqual(['op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'subject', 'size_hint', 'flags']);
+    expect(row).toEqual(JSON.parse(raw));
     expect((await rowOf(alice, body.id as string, 'out')).flags).toEqual(flags);
     expect(await findings('destructive', 'warned')).toBe(warned.destructive + 1);
     expect(await findings('production', 'warned')).toBe(warned.production + 1);
