@@ -1,6 +1,6 @@
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deterministicUlid } from '#domain';
+import { deterministicUlid } from '../../../../libs/domain/src/ids';
 import { RoostClient } from '../../../../libs/client/src/client';
 import { RoostError } from '../../../../libs/client/src/http';
 import type { Header, StoredEnvelope } from '../../../../libs/client/src/types';
