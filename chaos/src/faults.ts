@@ -24,6 +24,12 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
 
 /** How long a whole role stays down (every api, or every gateway). */
 export const OUTAGE_MS = 20_000;
+/**
+ * After a whole-role outage, how long the role runs healthy before it may go down whole again:
+ * without it one outage followed the last one's restart at once (0.6 s apart, seen), so a run
+ * showed no recovery at all, only one long outage.
+ */
+export const OUTAGE_SETTLE_MS = 10_000;
 
 /** What the fault script needs besides the nodes: the private servers, their proxies, the mailboxes. */
 export interface FaultTargets {
@@ -77,6 +83,8 @@ export class FaultScript {
   private readonly proxyBusy = new Set<ProxyProcess>();
   private locking = false;
   private stopped = false;
+  /** Per role: when its last whole-role outage ended (every process healthy again). */
+  private readonly outageEnded = new Map<Role, number>();
   private readonly redis: RedisServer;
   private readonly postgres: PrivatePostgres;
 
@@ -103,8 +111,13 @@ export class FaultScript {
       const fresh = this.kinds.filter((kind) => counts[kind] === 0);
       const candidates = [...this.random.shuffle(fresh), ...this.random.shuffle(this.kinds.filter((k) => !fresh.includes(k)))];
       const first = fresh.length > 0 ? candidates[0] : this.random.pick(this.kinds);
-      // Not possible right now (its target already down): the next candidate.
-      for (const kind of [first, ...candidates.filter((k) => k !== first)]) if (this.inject(kind)) break;
+      // Not possible right now (its target already down): the next candidate. None possible (a
+      // slow restart holds every target): try again each second, so the slot is not lost.
+      for (;;) {
+        if ([first, ...candidates.filter((k) => k !== first)].some((kind) => this.inject(kind))) break;
+        if (this.stopped || Date.now() + 1_000 > until) break;
+        await sleep(1_000);
+      }
     }
     await this.settled();
   }
@@ -142,16 +155,19 @@ export class FaultScript {
       return true;
     }
     if (kind === 'outage-api' || kind === 'outage-gateway') {
-      const all = this.nodes.filter((node) => node.role === ROLE_OF[kind]);
-      if (!all.every((node) => node.running)) return false;
+      const role = ROLE_OF[kind];
+      const all = this.nodes.filter((node) => node.role === role);
+      // Only a role that is all up (healthy, not still starting) and has run so for a while.
+      if (!all.every((node) => node.healthy)) return false;
+      if (Date.now() < (this.outageEnded.get(role) ?? 0) + OUTAGE_SETTLE_MS) return false;
       this.background(this.outage(kind, all));
       return true;
     }
     if (kind === 'sigterm') {
-      const roles = (['api', 'gateway', 'worker'] as const).filter((role) => this.nodes.filter((n) => n.role === role && n.running).length >= 2);
+      const roles = (['api', 'gateway', 'worker'] as const).filter((role) => this.nodes.filter((n) => n.role === role && n.healthy).length >= 2);
       if (roles.length === 0) return false;
       const role = this.random.pick(roles);
-      this.background(this.sigtermNode(this.random.pick(this.nodes.filter((n) => n.role === role && n.running))));
+      this.background(this.sigtermNode(this.random.pick(this.nodes.filter((n) => n.role === role && n.healthy))));
       return true;
     }
     if (kind === 'lock-mailbox') {
@@ -166,7 +182,8 @@ export class FaultScript {
       return true;
     }
     const role = ROLE_OF[kind];
-    const live = this.nodes.filter((node) => node.role === role && node.running);
+    // A disruption budget counts ready processes: a restarting one does not keep the role up.
+    const live = this.nodes.filter((node) => node.role === role && node.healthy);
     if (live.length < 2) return false; // keep one process of each role
     this.background(this.killNode(kind, this.random.pick(live)));
     return true;
@@ -182,6 +199,7 @@ export class FaultScript {
     fault.healedAt = Date.now();
     await Promise.all(nodes.map((node) => node.start()));
     fault.upAt = Date.now();
+    this.outageEnded.set(nodes[0].role, fault.upAt);
   }
 
   /** SIGTERM of one process under load: it must drain (in-flight requests answered) and exit 0. */

@@ -93,4 +93,9 @@ test('a locked mailbox: only sends to it count; they may wait or get 503, anythi
   expect(ok.failures).toEqual([]);
   const bad = faultFigures({ ...base, faults: [fault], sends: [...sends, send([{ at: T + 300, status: 500 }, { at: T + 7_000 }], ['@chaos.inbox2'])] });
   expect(bad.failures).toEqual([expect.stringContaining('answered 500×1 (only 202 or 503 expected)')]);
+  // Refused by an api another fault had down meanwhile: that fault's, not the lock's.
+  const refused = send([{ at: T + 400, status: 0, code: 'ECONNREFUSED', api: 1 }, { at: T + 7_000 }], ['@chaos.inbox2']);
+  const killed: Fault = { kind: 'kill-api', target: 'api-1', at: T + 300, downMs: 1_000, healedAt: T + 1_300, upAt: T + 2_000 };
+  expect(faultFigures({ ...base, faults: [fault, killed], sends: [...sends, refused] }).failures).toEqual([]);
+  expect(faultFigures({ ...base, faults: [fault], sends: [...sends, refused] }).failures).toEqual([expect.stringContaining('answered refused×1')]);
 });

@@ -72,6 +72,9 @@ const inc = (map: Record<string, number>, key: string, by = 1) => (map[key] = (m
  * lost or duplicated. Then the failures these figures prove (a drain that reset a request, a
  * locked mailbox that answered other than 202/503, a fault never recovered from).
  */
+/** Faults that leave an api process down (its requests refused or reset) for a while. */
+const API_DOWN_KINDS = new Set(['kill-api', 'sigterm', 'outage-api']);
+
 export function faultFigures(input: FigureInput): { each: FaultFigures[]; byKind: KindFigures[]; failures: string[] } {
   const now = input.now ?? Date.now();
   const failures: string[] = [];
@@ -122,9 +125,23 @@ export function faultFigures(input: FigureInput): { each: FaultFigures[]; byKind
     }
     if (fault.kind === 'lock-mailbox') {
       figures.max_wait_ms = during.reduce((max, { attempt }) => Math.max(max, attempt.ms), 0);
-      const other = Object.keys(failed).filter((status) => status !== '503');
+      // A refusal or reset by an api another fault had down (kill -9, SIGTERM, a whole-role
+      // outage, overlapping this one) is that fault's, not the lock's.
+      const apiDown = (attempt: Attempt) =>
+        attempt.status === 0 &&
+        input.faults.some(
+          (other) =>
+            other !== fault &&
+            API_DOWN_KINDS.has(other.kind) &&
+            other.target.split('+').includes(input.apiNames[attempt.api]) &&
+            attempt.at >= other.at &&
+            attempt.at <= (other.upAt ?? now) + GRACE_MS,
+        );
+      const lockFailed: Record<string, number> = {};
+      for (const { attempt } of during) if (attempt.status !== 202 && attempt.status !== 503 && !apiDown(attempt)) inc(lockFailed, outcome(attempt));
+      const other = Object.keys(lockFailed);
       if (other.length > 0) {
-        failures.push(`${label}: sends to the locked mailbox answered ${other.map((s) => `${s}×${failed[s]}`).join(', ')} (only 202 or 503 expected)`);
+        failures.push(`${label}: sends to the locked mailbox answered ${other.map((s) => `${s}×${lockFailed[s]}`).join(', ')} (only 202 or 503 expected)`);
       }
     }
     return figures;

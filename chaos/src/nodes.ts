@@ -65,6 +65,11 @@ export class Node {
     return this.proc?.running ?? false;
   }
 
+  /** Running, started and answering its health check (not still starting): a ready pod. */
+  get healthy(): boolean {
+    return this.up && this.running && this.starting === undefined;
+  }
+
   get output(): string[] {
     return this.proc?.output ?? [];
   }

@@ -8,6 +8,7 @@ import {
   isUnavailable,
   nextCreatedAt,
   notFound,
+  unavailable,
   type HeaderExtensions,
   type StoredEnvelope,
   type TypeHint,
@@ -46,6 +47,8 @@ export type AcceptOutcome =
 
 interface Pending {
   job: AcceptJob;
+  /** When it was submitted (`now()`), for the queue deadline. */
+  queuedAt: number;
   resolve: (outcome: AcceptOutcome) => void;
   reject: (error: unknown) => void;
 }
@@ -141,6 +144,15 @@ export class AcceptBatcher {
   private readonly busy = new Map<number, number>();
   private readonly writers: number;
   private readonly batchMax: number;
+  /**
+   * How long a job may wait in the queue before its own batch starts (ROOST_DB_STATEMENT_TIMEOUT_MS).
+   * A job waits here while a batch in flight holds one of its mailboxes; that batch may itself wait
+   * a whole statement timeout on a row lock (a long transaction elsewhere), and the next batch,
+   * holding the job's other mailboxes, may too: without a deadline the waits chain (17.4 s seen
+   * with a 5 s timeout). A job older than this answers 503 instead of starting a statement that
+   * could wait one more timeout, so an accept answers within about twice the statement timeout.
+   */
+  private readonly queueDeadlineMs: number;
   /** Each mailbox's state as this node's last commit to it left it (insertion order = age). */
   private readonly remembered = new Map<number, MailboxState>();
   /** Mailboxes another writer moved on recently → when to try the lock-free path again. */
@@ -159,11 +171,12 @@ export class AcceptBatcher {
     // first accept of a turn would commit it alone while the turn's other accepts wait for the next.
     this.gather = config.databaseUrl === null;
     this.batchMax = config.accept.batchMax;
+    this.queueDeadlineMs = config.db.statementTimeoutMs;
   }
 
   submit(job: AcceptJob): Promise<AcceptOutcome> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ job, resolve, reject });
+      this.queue.push({ job, queuedAt: this.now(), resolve, reject });
       if (!this.gather) this.pump();
       else if (!this.gathering) {
         this.gathering = true;
@@ -204,7 +217,13 @@ export class AcceptBatcher {
     const rest: Pending[] = [];
     const ids = new Set<string>();
     let entries = 0;
+    const expiredBefore = this.now() - this.queueDeadlineMs;
     for (const pending of this.queue) {
+      if (pending.queuedAt <= expiredBefore) {
+        this.metrics.acceptQueueExpired.inc();
+        pending.reject(unavailable('accept waited too long for a busy mailbox; retry later'));
+        continue;
+      }
       const size = pending.job.recipients.length;
       const full = batch.length >= this.batchMax || (batch.length > 0 && entries + size > MAX_ENTRIES_PER_BATCH);
       const locked = pending.job.recipients.some((r) => this.busy.has(r.agentId));

@@ -47,6 +47,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly acceptQueueExpired = new Counter({
+    name: 'roost_accept_queue_expired_total',
+    help: 'Accepts answered 503 because they waited in the accept queue longer than the statement timeout (a mailbox held by a batch stuck on a lock, or every writer busy).',
+    registers: [this.registry],
+  });
+
   readonly acceptLockFallbacks = new Counter({
     name: 'roost_accept_lock_fallbacks_total',
     help: 'Accept batches whose lock-free statement found a mailbox moved on by another writer and took the locking path.',

@@ -1,0 +1,95 @@
+import { loadConfig } from '#config';
+import type { EnvelopesRepository, MailboxState } from '#db';
+import { AsmtpError } from '#domain';
+import { Metrics } from '#metrics';
+import { AcceptBatcher, type AcceptJob } from './accept-batcher';
+
+/** A repository whose transactions the test releases by hand (each waits, like one on a locked row). */
+function gatedRepository() {
+  const transactions: Array<{ mailboxes: number[]; release: (fail?: Error) => void }> = [];
+  const repository = {
+    transaction: <T>(fn: (trx: unknown) => Promise<T>) =>
+      new Promise<T>((resolve, reject) => {
+        const locked: number[] = [];
+        const trx = {};
+        const entry = {
+          mailboxes: locked,
+          release: (fail?: Error) => (fail ? reject(fail) : fn(trx).then(resolve, reject)),
+        };
+        transactions.push(entry);
+      }),
+    lockMailboxes: async (_trx: unknown, ids: readonly number[]): Promise<MailboxState[]> =>
+      ids.map((agent_id) => ({ agent_id, last_seq: 0, last_created_at: 0 })),
+    insertAll: async (_trx: unknown, envelopes: ReadonlyArray<{ id: string }>) => new Set(envelopes.map((e) => e.id)),
+  };
+  return { transactions, repository: repository as unknown as EnvelopesRepository };
+}
+
+function job(id: string, mailbox: number): AcceptJob {
+  return {
+    envelopeId: id,
+    senderId: 99,
+    recipients: [{ agentId: mailbox, handle: `@m${mailbox}`, kind: 'to' }],
+    stored: { id, to: [`@m${mailbox}`], date_ms: 1, content_parts: [{ type: 'text', text: 'x' }] } as unknown as AcceptJob['stored'],
+    body: '{}',
+    derived: { type_hint: 'text', size_hint: 1 } as AcceptJob['derived'],
+    extensions: {},
+    selfAddressed: false,
+    searchText: '',
+    fileIds: [],
+  };
+}
+
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('AcceptBatcher queue deadline', () => {
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
+    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+    ROOST_ACCEPT_WRITERS: '1',
+    ROOST_DB_STATEMENT_TIMEOUT_MS: '1000',
+  });
+
+  it('answers 503 for a job that waited a statement timeout behind a stuck batch, without starting another statement', async () => {
+    const { transactions, repository } = gatedRepository();
+    const metrics = new Metrics();
+    const batcher = new AcceptBatcher(repository, metrics, config);
+    let clock = 10_000;
+    batcher.now = () => clock;
+
+    const first = batcher.submit(job('A', 1));
+    const waiting = batcher.submit(job('B', 1)); // its mailbox is held by the batch in flight
+    expect(transactions).toHaveLength(1);
+
+    clock += 1_000; // the first batch waited a whole statement timeout on a row lock
+    const timeout = Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' });
+    transactions[0].release(timeout);
+    await expect(first).rejects.toBe(timeout);
+    const error = await waiting.catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AsmtpError);
+    expect((error as AsmtpError).status).toBe(503);
+    expect((error as AsmtpError).code).toBe('UNAVAILABLE');
+    await flush();
+    expect(transactions).toHaveLength(1); // no statement that could wait one more timeout
+    expect((await metrics.acceptQueueExpired.get()).values[0].value).toBe(1);
+  });
+
+  it('still commits a job that waited less than the statement timeout', async () => {
+    const { transactions, repository } = gatedRepository();
+    const metrics = new Metrics();
+    const batcher = new AcceptBatcher(repository, metrics, config);
+    let clock = 10_000;
+    batcher.now = () => clock;
+
+    const first = batcher.submit(job('A', 1));
+    const waiting = batcher.submit(job('B', 1));
+    clock += 999;
+    transactions[0].release();
+    await expect(first).resolves.toMatchObject({ kind: 'stored' });
+    await flush();
+    expect(transactions).toHaveLength(2);
+    transactions[1].release();
+    await expect(waiting).resolves.toMatchObject({ kind: 'stored' });
+    expect((await metrics.acceptQueueExpired.get()).values[0]?.value ?? 0).toBe(0);
+  });
+});
