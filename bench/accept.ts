@@ -58,12 +58,16 @@ async function ceiling(url: string, durationMs: number) {
 /**
  * The embedded ceiling: a bare PGlite (the same package and version Roost embeds) on disk in this
  * process, inserting one ~1 KB envelope row and one mailbox row per envelope, for `durationMs` at
- * each of `perTransaction` envelopes per transaction. Returns envelopes/s for each.
+ * each of `perTransaction` envelopes per transaction. Returns envelopes/s for each. It syncs each
+ * commit to disk as Roost's embedded database does (DurableNodeFS), so the ratio compares like with
+ * like.
  */
 export async function pgliteCeiling(durationMs: number, perTransaction: readonly number[]): Promise<number[]> {
   const { PGlite } = await import('@electric-sql/pglite');
   const dir = mkdtempSync(join(tmpdir(), 'roost-bench-pglite-'));
-  const db = new PGlite(join(dir, 'pgdata'));
+  const { DurableNodeFS, durableStartParams } = await import('#db');
+  // `as never`: this dynamic import types PGlite from its ESM build, DurableNodeFS from its CJS one.
+  const db = new PGlite({ fs: new DurableNodeFS(join(dir, 'pgdata')) as never, startParams: durableStartParams() });
   try {
     await db.waitReady;
     await db.exec('CREATE TABLE bench_envelopes (id text PRIMARY KEY, body text NOT NULL)');

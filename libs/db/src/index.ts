@@ -12,4 +12,4 @@ export * from './schedules.repository';
 export * from './schema';
 export * from './search.repository';
 export * from './tokens';
-export type { SyncKind } from './pglite-durable-fs';
+export * from './pglite-durable-fs';
