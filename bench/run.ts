@@ -43,7 +43,9 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((error: unknown) => {
+// Exit once every scenario has printed: a scenario that leaves a handle open (a keep-alive socket,
+// a Redis or pg client) kept the runner alive after its last line (seen after push-all).
+main().then(() => process.exit(0)).catch((error: unknown) => {
   process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
   process.exit(1);
 });

@@ -1,3 +1,4 @@
+import { compileRequestValidators } from '#schemas';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -36,5 +37,8 @@ export async function buildRoostApp(config: Config, logger: Logger = createLogge
     ws = new RoostWsAdapter(app, config.gateway.maxClientFrameBytes);
     app.useWebSocketAdapter(ws);
   }
+  // Ajv compiles a validator on first use: done here, the first POST of a fresh process does not
+  // stall the event loop for it.
+  if (config.role === 'all' || config.role === 'api') compileRequestValidators();
   return { app, logger, drainSockets: () => ws?.drain(), drain };
 }

@@ -16,6 +16,7 @@ import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import type { DB } from './schema';
 import { PGliteDialect, SessionLock } from './pglite-dialect';
+import { DurableNodeFS, durableStartParams, type SyncKind } from './pglite-durable-fs';
 
 /** A session that can run multi-statement SQL (migrations) and simple queries on one connection. */
 export interface SqlSession {
@@ -225,13 +226,24 @@ class LocalTimeoutDriver extends PostgresDriver {
 }
 
 /** The embedded default: PGlite persisted under `dataDir/pgdata` (or in memory for `memory://`). */
-export async function openPglite(dataDir: string | 'memory://', onQuery?: (ms: number) => void): Promise<Database> {
-  let location: string | undefined;
-  if (dataDir !== 'memory://') {
+/**
+ * PGlite under `dataDir` (or in memory). On disk a commit is synced to the host's disk before it
+ * returns (DurableNodeFS: Postgres' fsync on, made real); `onSync` sees each sync.
+ */
+export async function openPglite(
+  dataDir: string | 'memory://',
+  onQuery?: (ms: number) => void,
+  onSync?: (kind: SyncKind) => void,
+): Promise<Database> {
+  const parsers = { [INT8_OID]: parseInt8 };
+  let pglite: PGlite;
+  if (dataDir === 'memory://') {
+    pglite = new PGlite({ parsers });
+  } else {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    location = join(dataDir, 'pgdata');
+    const location = join(dataDir, 'pgdata');
+    pglite = new PGlite({ fs: new DurableNodeFS(location, onSync), startParams: durableStartParams(), parsers });
   }
-  const pglite = new PGlite(location, { parsers: { [INT8_OID]: parseInt8 } });
   await pglite.waitReady;
   const lock = new SessionLock();
   const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite, lock), log: queryLog(onQuery) });

@@ -35,7 +35,7 @@ export async function openDatabase(config: Config, metrics?: Metrics): Promise<D
   const onQuery = metrics ? (ms: number) => metrics.dbQueryDuration.observe(ms / 1000) : undefined;
   const database =
     config.databaseUrl === null
-      ? await openPglite(config.dataDir, onQuery)
+      ? await openPglite(config.dataDir, onQuery, metrics ? (kind) => metrics.dbSyncs.inc({ kind }) : undefined)
       : openPostgres({
           url: config.databaseUrl,
           poolSize: config.db.poolSize,

@@ -12,3 +12,4 @@ export * from './schedules.repository';
 export * from './schema';
 export * from './search.repository';
 export * from './tokens';
+export * from './pglite-durable-fs';

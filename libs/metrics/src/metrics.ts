@@ -81,6 +81,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly dbSyncs = new Counter({
+    name: 'roost_db_syncs_total',
+    help: 'Embedded PGlite: fsyncs of its files to the host disk by kind (wal: at each commit; data, dir: checkpoints, file creation).',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+
   readonly redisErrors = new Counter({
     name: 'roost_redis_errors_total',
     help: 'Failed Redis commands by component.',

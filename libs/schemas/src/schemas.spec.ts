@@ -1,4 +1,5 @@
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import {
   adminAgentView,
   agentResponseOf,
@@ -9,7 +10,17 @@ import {
   type Agent,
   type PostedEnvelope,
 } from '#domain';
-import { responseViolations, schemasDir, validateRequest, wireSchema, wireSchemaNames, type SchemaName } from './schemas';
+import {
+  compileRequestValidators,
+  REQUEST_SCHEMAS,
+  requestValidatorCompiled,
+  responseViolations,
+  schemasDir,
+  validateRequest,
+  wireSchema,
+  wireSchemaNames,
+  type SchemaName,
+} from './schemas';
 
 const ID = '01JV3Z8W7Q4M2N6P8R0T2V4X6Y';
 const PARENT = '01JV3Z8W7Q4M2N6P8R0T2V4X6A';
@@ -414,5 +425,36 @@ describe('domain builders produce bodies the wire schemas accept', () => {
   it('headerJsonOf and listingHeaderOf → header', () => {
     expect(responseViolations('header', JSON.parse(header))).toEqual([]);
     expect(responseViolations('header', JSON.parse(listingHeaderOf(header, 'self', true)))).toEqual([]);
+  });
+});
+
+describe('compileRequestValidators (start-up, so the first request does not compile)', () => {
+  it('lists every schema the source validates requests with', () => {
+    const root = join(__dirname, '../../..');
+    const used = new Set<string>();
+    const walk = (dir: string) => {
+      for (const entry of readdirSync(dir, { withFileTypes: true })) {
+        const path = join(dir, entry.name);
+        if (entry.isDirectory()) walk(path);
+        else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.spec.ts')) {
+          for (const match of readFileSync(path, 'utf8').matchAll(/validateRequest(?:<[^(]*>)?\('([a-z-]+)'/g)) used.add(match[1]);
+        }
+      }
+    };
+    walk(join(root, 'apps'));
+    walk(join(root, 'libs'));
+    expect(used.size).toBeGreaterThan(5);
+    expect([...used].sort()).toEqual([...REQUEST_SCHEMAS].sort());
+  });
+
+  it('compiles each of them', () => {
+    // A fresh copy of the module: the tests above compiled some validators on first use.
+    jest.isolateModules(() => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const fresh = require('./schemas') as { compileRequestValidators: typeof compileRequestValidators; requestValidatorCompiled: typeof requestValidatorCompiled };
+      expect(REQUEST_SCHEMAS.filter((name) => fresh.requestValidatorCompiled(name))).toEqual([]);
+      fresh.compileRequestValidators();
+      expect(REQUEST_SCHEMAS.filter((name) => !fresh.requestValidatorCompiled(name))).toEqual([]);
+    });
   });
 });

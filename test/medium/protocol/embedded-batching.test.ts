@@ -2,6 +2,7 @@ import { envelope, startOperator, type TestOperator } from '../../support/operat
 
 /** The value of an unlabelled metric in a Prometheus text exposition. */
 function metric(text: string, name: string): number {
+  // A labelled series is named with its labels, e.g. `roost_db_syncs_total{kind="wal"}`.
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line === undefined ? 0 : Number(line.split(' ')[1]);
 }
@@ -36,6 +37,11 @@ describe('embedded accept batching (PGlite)', () => {
     expect(batches).toBeLessThan(SENDERS);
     // One lookup and one commit per envelope would be 2 × SENDERS statements.
     expect(statements).toBeLessThan(SENDERS);
+    // Each 202 follows a commit synced to disk: at least one WAL sync per batch, and no more than
+    // one per statement (a sync per envelope would defeat the batching).
+    const walSyncs = metric(after, 'roost_db_syncs_total{kind="wal"}') - metric(before, 'roost_db_syncs_total{kind="wal"}');
+    expect(walSyncs).toBeGreaterThanOrEqual(batches);
+    expect(walSyncs).toBeLessThanOrEqual(statements);
 
     const mailbox = await op.client.get('/mailbox?limit=1000', inbox);
     expect(mailbox.status).toBe(200);
