@@ -35,6 +35,7 @@ const CATALOGUE: Record<string, { type: string; labels: string[] }> = {
   roost_mailbox_list_duration_seconds: { type: 'histogram', labels: ['direction'] },
   roost_db_pool_connections: { type: 'gauge', labels: ['state'] },
   roost_db_query_duration_seconds: { type: 'histogram', labels: [] },
+  roost_db_syncs_total: { type: 'counter', labels: ['kind'] },
   roost_redis_errors_total: { type: 'counter', labels: ['component'] },
   roost_ws_connections: { type: 'gauge', labels: [] },
   roost_ws_frames_sent_total: { type: 'counter', labels: ['kind'] },
