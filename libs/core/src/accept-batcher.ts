@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { Metrics } from '#metrics';
 import { EnvelopesRepository, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
+import { PumpScheduler } from './pump-scheduler';
 import {
   badRequest,
   headerJsonOf,
@@ -138,8 +139,7 @@ export class AcceptBatcher {
   private queue: Pending[] = [];
   private running = 0;
   /** Embedded PGlite: a batch starts on the next event-loop turn, so that turn's accepts join it. */
-  private readonly gather: boolean;
-  private gathering = false;
+  private readonly scheduler: PumpScheduler;
   /** Mailboxes locked by batches in flight: a job touching one waits and joins a later batch. */
   private readonly busy = new Map<number, number>();
   private readonly writers: number;
@@ -169,7 +169,7 @@ export class AcceptBatcher {
     this.writers = config.databaseUrl === null ? 1 : config.accept.writers;
     // PGlite runs a statement synchronously on the event loop: a batch started at once for the
     // first accept of a turn would commit it alone while the turn's other accepts wait for the next.
-    this.gather = config.databaseUrl === null;
+    this.scheduler = new PumpScheduler(config.databaseUrl === null, () => this.pump());
     this.batchMax = config.accept.batchMax;
     this.queueDeadlineMs = config.db.statementTimeoutMs;
   }
@@ -177,14 +177,7 @@ export class AcceptBatcher {
   submit(job: AcceptJob): Promise<AcceptOutcome> {
     return new Promise((resolve, reject) => {
       this.queue.push({ job, queuedAt: this.now(), resolve, reject });
-      if (!this.gather) this.pump();
-      else if (!this.gathering) {
-        this.gathering = true;
-        setImmediate(() => {
-          this.gathering = false;
-          this.pump();
-        });
-      }
+      this.scheduler.request();
     });
   }
 

@@ -1,3 +1,5 @@
+import { PumpScheduler } from './pump-scheduler';
+
 /**
  * Coalesces concurrent lookups into shared round trips. A load runs at once while fewer than
  * `maxInFlight` batches are out; otherwise it waits and joins the next batch, which starts as soon
@@ -5,34 +7,27 @@
  * database sees a handful of queries instead of one per request.
  *
  * With `gather`, a batch starts on the next turn of the event loop instead of at once, so every
- * load made in the same turn (the requests one socket poll delivered) shares it. That is for a
- * database whose queries run on the event loop itself (PGlite): a batch started at once would hold
- * the only session while the rest of the turn's callers queue behind it one by one.
+ * load made in the same turn (the requests one socket poll delivered) shares it (PumpScheduler).
  */
 export class Coalescer<K, V> {
   private queue: Array<{ key: K; resolve: (value: V) => void; reject: (error: unknown) => void }> = [];
   private running = 0;
-  private gathering = false;
+  private readonly scheduler: PumpScheduler;
 
   /** `run` answers the keys of one batch, position by position. */
   constructor(
     private readonly run: (keys: K[]) => Promise<V[]>,
     private readonly maxInFlight: number,
     private readonly maxBatch: number,
-    private readonly gather = false,
-  ) {}
+    gather = false,
+  ) {
+    this.scheduler = new PumpScheduler(gather, () => this.pump());
+  }
 
   load(key: K): Promise<V> {
     return new Promise<V>((resolve, reject) => {
       this.queue.push({ key, resolve, reject });
-      if (!this.gather) this.pump();
-      else if (!this.gathering) {
-        this.gathering = true;
-        setImmediate(() => {
-          this.gathering = false;
-          this.pump();
-        });
-      }
+      this.scheduler.request();
     });
   }
 
