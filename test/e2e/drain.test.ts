@@ -2,8 +2,7 @@ import { connect as tcpConnect, type Socket } from 'node:net';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { sleep, stopAll, TestProcess, type Exit } from '../support/processes';
-import { testRedisUrl } from '../support/services';
+import { sleep, stopAll, TestProcess, type Exit, operatorEnv } from '../support/processes';
 
 /**
  * SIGTERM drains as the README says, on a real process: requests already in flight finish; a
@@ -117,17 +116,7 @@ describe('SIGTERM: refuse new requests with 503 + Connection: close, finish in-f
   it('in-flight POSTs finish with 202, late requests get a clean 503, the process exits 0 within seconds of the last answer', async () => {
     api = await TestProcess.start({
       name: 'api (drain)',
-      env: {
-        ROOST_ROLE: 'api',
-        DATABASE_URL: database.url,
-        REDIS_URL: testRedisUrl(),
-        ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
-        ROOST_ADMIN_TOKEN: adminToken,
-        ROOST_LOG_LEVEL: 'warn',
-        ROOST_HOST: '127.0.0.1',
-        ROOST_RATE_LIMIT_PER_S: '0',
-        ROOST_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
-      },
+      env: operatorEnv(database.url, adminToken, { ROOST_ROLE: 'api', ROOST_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) }),
     });
     const client = new TestClient(api.url);
     const alice = (await client.post('/_admin/agents', { handle: '@dr.alice', policy: 'open' }, adminToken)).body.token as string;

@@ -2,8 +2,7 @@ import { hostname } from 'node:os';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { freePort, sleep, startAll, stopAll, TestProcess } from '../support/processes';
-import { testRedisUrl } from '../support/services';
+import { freePort, sleep, startAll, stopAll, TestProcess, operatorEnv } from '../support/processes';
 import { connect } from '../support/ws';
 
 /**
@@ -34,15 +33,7 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase('roost_e2e');
-    env = {
-      DATABASE_URL: database.url,
-      REDIS_URL: testRedisUrl(),
-      ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
-      ROOST_ADMIN_TOKEN: adminToken,
-      ROOST_LOG_LEVEL: 'warn',
-      ROOST_HOST: '127.0.0.1',
-      ROOST_RATE_LIMIT_PER_S: '0',
-    };
+    env = operatorEnv(database.url, adminToken);
     for (let i = 0; i < 3; i++) metricsPorts.push(await freePort());
     nodes = await startAll(
       (['api', 'gateway', 'worker'] as const).map((role, i) => ({ name: role, env: { ...env, ROOST_ROLE: role, ROOST_METRICS_PORT: String(metricsPorts[i]) } })),

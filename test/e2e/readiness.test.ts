@@ -3,8 +3,7 @@ import pg from 'pg';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { freePort, sleep, startAll, stopAll, TestProcess } from '../support/processes';
-import { testRedisUrl } from '../support/services';
+import { freePort, sleep, startAll, stopAll, TestProcess, operatorEnv } from '../support/processes';
 import { connect, type Listener } from '../support/ws';
 import { RedisServer } from './cluster';
 
@@ -318,16 +317,7 @@ describe('SIGTERM drains', () => {
 
   beforeAll(async () => {
     database = await createTestDatabase('roost_e2e');
-    env = {
-      DATABASE_URL: database.url,
-      REDIS_URL: testRedisUrl(),
-      ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
-      ROOST_ADMIN_TOKEN: adminToken,
-      ROOST_LOG_LEVEL: 'warn',
-      ROOST_HOST: '127.0.0.1',
-      ROOST_RATE_LIMIT_PER_S: '0',
-      ROOST_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
-    };
+    env = operatorEnv(database.url, adminToken, { ROOST_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) });
   });
 
   afterAll(async () => {

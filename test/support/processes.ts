@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
+import { ulid } from '#domain';
+import { testRedisUrl } from './services';
 
 /**
  * Child processes for the e2e tier: spawn a built entry point with an explicit environment, wait
@@ -206,4 +208,21 @@ export function pidAlive(pid: number): boolean {
   } catch (error) {
     return (error as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * What every e2e operator process of one test shares: its database, the shared Redis under a
+ * prefix of its own, quiet logs, loopback, no request rate limit. `extra` adds or overrides.
+ */
+export function operatorEnv(databaseUrl: string, adminToken: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: testRedisUrl(),
+    ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
+    ROOST_ADMIN_TOKEN: adminToken,
+    ROOST_LOG_LEVEL: 'warn',
+    ROOST_HOST: '127.0.0.1',
+    ROOST_RATE_LIMIT_PER_S: '0',
+    ...extra,
+  };
 }
