@@ -7,19 +7,19 @@ import { validateRequest } from '#schemas';
  * `subject: null` and `monitor: null` count as absent.
  */
 export function parsePostedEnvelope(input: Record<string, unknown>): PostedEnvelope {
-  const body = validateRequest<Record<string, unknown>>('post-message', input);
+  const body = validateRequest('post-message', input);
   const posted: PostedEnvelope = {
-    id: body.id as string,
-    to: body.to as string[],
-    date_ms: body.date_ms as number,
-    content_parts: body.content_parts as ContentPart[],
+    id: body.id,
+    to: body.to,
+    date_ms: body.date_ms,
+    content_parts: body.content_parts,
   };
-  if (body.cc !== undefined) posted.cc = body.cc as string[];
-  if (body.subject !== undefined && body.subject !== null) posted.subject = body.subject as string;
-  if (body.in_reply_to !== undefined) posted.in_reply_to = body.in_reply_to as string;
-  if (body.references !== undefined) posted.references = body.references as string[];
-  if (body.monitor !== undefined && body.monitor !== null) posted.monitor = body.monitor as string;
-  if (body.allow_warnings !== undefined) posted.allow_warnings = body.allow_warnings as string[];
+  if (body.cc !== undefined) posted.cc = body.cc;
+  if (body.subject !== undefined && body.subject !== null) posted.subject = body.subject;
+  if (body.in_reply_to !== undefined) posted.in_reply_to = body.in_reply_to;
+  if (body.references !== undefined) posted.references = body.references;
+  if (body.monitor !== undefined && body.monitor !== null) posted.monitor = body.monitor;
+  if (body.allow_warnings !== undefined) posted.allow_warnings = body.allow_warnings;
   const references = posted.references ?? [];
   if (references.length > 0 && posted.in_reply_to !== undefined && references.at(-1) !== posted.in_reply_to) {
     throw badRequest('INVALID_REFERENCES', 'the last reference must equal in_reply_to');

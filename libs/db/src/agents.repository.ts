@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
-import { CompiledQuery, sql, type Kysely } from 'kysely';
+import { CompiledQuery, sql, type Kysely, type Selectable } from 'kysely';
 import type { Agent } from '#domain';
 import { deleteAgents, releaseHandles } from './agent-deletion';
 import type { Database } from './database';
-import type { DB } from './schema';
+import type { AgentsTable, BlocksTable, DB } from './schema';
 import { InjectDatabase } from './tokens';
 
 const AGENT_COLUMNS = [
@@ -21,28 +21,16 @@ const AGENT_COLUMNS = [
   'updated_at',
 ] as const;
 
-export interface NewAgent {
-  handle: string;
-  owner: string;
+/** A new agent's columns; the rest (id, allowlist, updated_at, deleted_at) the insert sets. */
+export type NewAgent = Omit<Selectable<AgentsTable>, 'id' | 'allowlist' | 'updated_at' | 'deleted_at' | 'token_hash'> & {
   token_hash: string;
-  policy: Agent['policy'];
-  display_name: string;
-  description: string | null;
-  card_body: string | null;
-  visibility: Agent['visibility'];
-  content_guard: Agent['content_guard'];
-  retention_days: number | null;
-  created_at: number;
-}
+};
 
 export type AgentPatch = Partial<
   Pick<Agent, 'policy' | 'display_name' | 'description' | 'card_body' | 'visibility' | 'content_guard' | 'retention_days'>
 >;
 
-export interface BlockRow {
-  blocked_handle: string;
-  created_at: number;
-}
+export type BlockRow = Omit<Selectable<BlocksTable>, 'agent_id'>;
 
 /**
  * Agents, their allowlists and blocks, and the mailbox row each agent owns. A deleted agent's row

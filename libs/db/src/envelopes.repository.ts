@@ -1,49 +1,24 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { Database, SqlSession } from './database';
-import type { DB } from './schema';
+import type { DB, EnvelopesTable, MailboxEntriesTable, MailboxesTable } from './schema';
 import { InjectDatabase } from './tokens';
 
-export interface MailboxState {
-  agent_id: number;
-  last_seq: number;
-  last_created_at: number;
-}
+export type MailboxState = Selectable<MailboxesTable>;
 
-export interface EnvelopeRow {
-  id: string;
-  sender_id: number;
-  created_at: number;
-  received_ms: number;
-  body: string;
-  header: string;
-  recipients: string[];
-  self_addressed: boolean;
+/** An envelope to insert: its columns, with the text to index in place of the tsvector. */
+export type EnvelopeRow = Omit<Selectable<EnvelopesTable>, 'search'> & {
   /** Plain text that full-text search indexes (subject, text and data parts). */
   search_text: string;
-  /** For a receipt envelope: the envelope it answers, and its status. */
-  receipt_for: string | null;
-  receipt_status: string | null;
-  /** Content guard finding codes the sender overrode in block mode. */
-  guard_override: string[] | null;
-}
+};
 
-export interface EntryRow {
-  mailbox_id: number;
-  seq: number;
-  envelope_id: string;
-  created_at: number;
-  kind: 'to' | 'cc';
-}
+/** A mailbox entry to insert (unread: `read`/`read_at` take their defaults). */
+export type EntryRow = Omit<Selectable<MailboxEntriesTable>, 'read' | 'read_at'>;
 
-export interface StoredEnvelopeRow {
-  id: string;
-  sender_id: number;
-  created_at: number;
-  received_ms: number;
-  body: string;
-  recipients: string[];
-}
+export type StoredEnvelopeRow = Pick<
+  Selectable<EnvelopesTable>,
+  'id' | 'sender_id' | 'created_at' | 'received_ms' | 'body' | 'recipients'
+>;
 
 /** The accept transaction: one session; its statements run as named prepared statements. */
 export type Tx = SqlSession;

@@ -1,25 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database } from './database';
-import type { DB } from './schema';
+import type { DB, FilesTable } from './schema';
 import { InjectDatabase } from './tokens';
 
-export interface NewFile {
-  id: string;
-  uploader_id: number;
-  filename: string;
-  content_type: string;
-  size_bytes: number;
-  bytes: Buffer;
-  created_at: number;
-  expires_at: number;
-}
+/** A pending upload: not yet claimed by an envelope. */
+export type NewFile = Omit<Selectable<FilesTable>, 'envelope_id'>;
 
-export interface FileContent {
-  filename: string;
-  content_type: string;
-  bytes: Buffer;
-}
+export type FileContent = Pick<Selectable<FilesTable>, 'filename' | 'content_type' | 'bytes'>;
 
 @Injectable()
 export class FilesRepository {

@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { Cursor } from '#domain';
 import type { Database } from './database';
-import type { DB } from './schema';
+import type { DB, EnvelopesTable, MailboxEntriesTable } from './schema';
 import { InjectDatabase } from './tokens';
 
 export interface FeedPage {
@@ -11,30 +11,22 @@ export interface FeedPage {
   after?: Cursor;
 }
 
-export interface InFeedRow {
-  header: string;
-  created_at: number;
-  envelope_id: string;
-}
+type Envelope = Selectable<EnvelopesTable>;
+type Entry = Selectable<MailboxEntriesTable>;
 
-export interface OutFeedRow extends InFeedRow {
-  self_addressed: boolean;
-}
+export type InFeedRow = Pick<Envelope, 'header' | 'created_at'> & Pick<Entry, 'envelope_id'>;
 
-export interface BothFeedRow extends InFeedRow {
+export type OutFeedRow = InFeedRow & Pick<Envelope, 'self_addressed'>;
+
+export type BothFeedRow = InFeedRow & {
   /** null on rows where the caller is only the sender. */
-  read: boolean | null;
+  read: Entry['read'] | null;
   sent: boolean;
-}
+};
 
-export interface BodyRow {
-  id: string;
-  body: string;
-}
+export type BodyRow = Pick<Envelope, 'id' | 'body'>;
 
-export interface SeqRow extends InFeedRow {
-  seq: number;
-}
+export type SeqRow = InFeedRow & Pick<Entry, 'seq'>;
 
 /** Keyset condition `(created_at, id) > cursor` (asc) or `<` (desc), strict, as ASMTP.md §3.5 requires. */
 function after(createdAt: RawBuilder<unknown>, id: RawBuilder<unknown>, page: FeedPage): RawBuilder<unknown> {

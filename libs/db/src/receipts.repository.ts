@@ -1,16 +1,14 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Selectable } from 'kysely';
 import type { Database } from './database';
-import type { DB } from './schema';
+import type { AgentsTable, DB, EnvelopesTable } from './schema';
 import { InjectDatabase } from './tokens';
 
-export interface EnvelopeParties {
-  id: string;
-  sender_id: number;
-  sender_handle: string;
+export type EnvelopeParties = Pick<Selectable<EnvelopesTable>, 'id' | 'sender_id'> & {
+  sender_handle: Selectable<AgentsTable>['handle'];
   /** Does the caller hold a mailbox entry for it? */
   is_recipient: boolean;
-}
+};
 
 export interface ReceiptRow {
   id: string;

@@ -53,8 +53,10 @@ export interface EnvelopesTable {
   recipients: string[];
   self_addressed: boolean;
   search: ColumnType<string, unknown, never>;
+  /** For a receipt envelope: the envelope it answers, and its status. */
   receipt_for: string | null;
   receipt_status: string | null;
+  /** Content guard finding codes the sender overrode in block mode. */
   guard_override: string[] | null;
 }
 

@@ -19,12 +19,16 @@ import { validateRequest } from '#schemas';
 const AGENT_FIELDS = ['policy', 'display_name', 'description', 'card_body', 'visibility', 'content_guard', 'retention_days'] as const;
 const ORG_FIELDS = ['retention_days', 'content_guard', 'max_agents'] as const;
 
+/** What `pick` returns: the fields present, with `policy: null` dropped. */
+type Picked<B, K extends keyof B> = { [F in K]?: F extends 'policy' ? Exclude<B[F], null> : B[F] };
+
 /** Fields present in a validated body; `policy: null` counts as omitted (ASMTP.md §1.4). */
-function pick<T extends string>(body: Record<string, unknown>, fields: readonly T[]): Partial<Record<T, unknown>> {
-  const picked: Partial<Record<T, unknown>> = {};
+function pick<B extends object, K extends keyof B & string>(body: B, fields: readonly K[]): Picked<B, K> {
+  const picked: Picked<B, K> = {};
   for (const field of fields) {
     if (!(field in body) || (field === 'policy' && body[field] === null)) continue;
-    picked[field] = body[field];
+    // tsc cannot follow the null check into the conditional type; the line above is that check.
+    picked[field] = body[field] as Picked<B, K>[K];
   }
   return picked;
 }
@@ -50,11 +54,11 @@ export class AdminService {
   }
 
   async createAgent(scope: AdminScope, body: Record<string, unknown>) {
-    const valid = validateRequest<Record<string, unknown>>('admin-agent-create', body);
-    const handle = valid.handle as string;
+    const valid = validateRequest('admin-agent-create', body);
+    const handle = valid.handle;
     const owner = ownerOf(handle);
     if (!inScope(scope, owner)) throw notFound(`agent ${handle} not found`);
-    const fields = pick(valid, AGENT_FIELDS) as AgentPatch;
+    const fields: AgentPatch = pick(valid, AGENT_FIELDS);
     const token = this.mint();
     const agent = await this.agents.create({
       handle,
@@ -92,8 +96,8 @@ export class AdminService {
   }
 
   async updateAgent(agent: Agent, body: Record<string, unknown>) {
-    const valid = validateRequest<Record<string, unknown>>('admin-agent-patch', body);
-    const patch = pick(valid, AGENT_FIELDS) as AgentPatch;
+    const valid = validateRequest('admin-agent-patch', body);
+    const patch: AgentPatch = pick(valid, AGENT_FIELDS);
     if (Object.keys(patch).length === 0) return adminAgentView(agent);
     const updated = await this.agents.update(agent.id, patch, Date.now());
     if (!updated) throw notFound(`agent ${agent.handle} not found`);
@@ -115,10 +119,10 @@ export class AdminService {
   }
 
   async createOrg(body: Record<string, unknown>) {
-    const valid = validateRequest<Record<string, unknown>>('org-create', body);
+    const valid = validateRequest('org-create', body);
     const token = this.mint();
-    const org = await this.orgs.create(valid.name as string, hashToken(token), pick(valid, ORG_FIELDS) as OrgPatch, Date.now());
-    if (!org) throw new AsmtpError(409, 'ORG_EXISTS', `organization ${valid.name as string} already exists`);
+    const org = await this.orgs.create(valid.name, hashToken(token), pick(valid, ORG_FIELDS), Date.now());
+    if (!org) throw new AsmtpError(409, 'ORG_EXISTS', `organization ${valid.name} already exists`);
     return orgView(org, token);
   }
 
@@ -137,7 +141,7 @@ export class AdminService {
   }
 
   async updateOrg(org: Org, body: Record<string, unknown>) {
-    const patch = pick(validateRequest<Record<string, unknown>>('org-patch', body), ORG_FIELDS) as OrgPatch;
+    const patch: OrgPatch = pick(validateRequest('org-patch', body), ORG_FIELDS);
     const updated = Object.keys(patch).length === 0 ? org : await this.orgs.update(org.name, patch, Date.now());
     if (!updated) throw notFound(`organization ${org.name} not found`);
     return orgView(updated);

@@ -14,8 +14,6 @@ import {
 } from '#domain';
 import { validateRequest } from '#schemas';
 
-const SELF_FIELDS = ['display_name', 'description', 'card_body'] as const;
-
 /** The self surface (`/agents/me*`, ASMTP.md §3.7) and discovery (§3.8). */
 @Injectable()
 export class AgentsService {
@@ -26,9 +24,11 @@ export class AgentsService {
   }
 
   async updateMe(agent: Agent, body: Record<string, unknown>) {
-    const valid = validateRequest<Record<string, unknown>>('agent-self-patch', body);
+    const valid = validateRequest('agent-self-patch', body);
     const patch: AgentPatch = {};
-    for (const field of SELF_FIELDS) if (field in valid) (patch as Record<string, unknown>)[field] = valid[field];
+    if (valid.display_name !== undefined) patch.display_name = valid.display_name;
+    if (valid.description !== undefined) patch.description = valid.description;
+    if (valid.card_body !== undefined) patch.card_body = valid.card_body;
     if (Object.keys(patch).length === 0) throw badRequest('INVALID_UPDATE', 'no updatable field given');
     return agentResponseOf(await this.require(this.agents.update(agent.id, patch, Date.now())));
   }
@@ -38,7 +38,7 @@ export class AgentsService {
   }
 
   async addToAllowlist(agent: Agent, body: Record<string, unknown>) {
-    const { entries } = validateRequest<{ entries: string[] }>('allowlist-add', body);
+    const { entries } = validateRequest('allowlist-add', body);
     const updated = await this.require(this.agents.addAllowlistEntries(agent.id, entries, Date.now()));
     return { entries: updated.allowlist };
   }
@@ -59,7 +59,7 @@ export class AgentsService {
   }
 
   async block(agent: Agent, body: Record<string, unknown>) {
-    const { handle } = validateRequest<{ handle: string }>('block-create', body);
+    const { handle } = validateRequest('block-create', body);
     if (handle === agent.handle) throw badRequest('INVALID_BLOCK_TARGET', 'an agent cannot block itself');
     const row = await this.agents.addBlock(agent.id, handle, Date.now());
     return blockView(row.blocked_handle, row.created_at);

@@ -50,7 +50,7 @@ export class MailboxService {
 
   /** Ids that went from unread to read, in request order, each once (EXTENSIONS.md quirk 2). */
   async markRead(agent: Agent, body: Record<string, unknown>): Promise<{ read: string[] }> {
-    const { ids } = validateRequest<{ ids: string[] }>('mailbox-read', body);
+    const { ids } = validateRequest('mailbox-read', body);
     const unique = [...new Set(ids)];
     const transitioned = await this.mailbox.markRead(agent.id, unique, Date.now());
     return { read: unique.filter((id) => transitioned.has(id)) };

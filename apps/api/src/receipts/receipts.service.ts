@@ -27,7 +27,7 @@ export class ReceiptsService {
 
   async post(author: Agent, envelopeId: string, body: Record<string, unknown>) {
     requireEnvelopeId(envelopeId);
-    const input = validateRequest<{ status: ReceiptClaim['status']; note?: string; id?: string }>('receipt-create', body);
+    const input = validateRequest('receipt-create', body);
     const parties = await this.receipts.parties(envelopeId, author.id);
     if (!parties?.is_recipient) throw notFound();
     const claim: ReceiptClaim = { envelope_id: envelopeId, status: input.status, ...(input.note !== undefined ? { note: input.note } : {}) };

@@ -13,7 +13,6 @@ import {
   ulid,
   type Agent,
   type Schedule,
-  type ScheduleTiming,
 } from '#domain';
 import { validateRequest } from '#schemas';
 
@@ -28,7 +27,7 @@ export class SchedulesService {
   ) {}
 
   async create(owner: Agent, body: Record<string, unknown>) {
-    const valid = validateRequest<ScheduleTiming & { envelope: Record<string, unknown> }>('schedule-create', body);
+    const valid = validateRequest('schedule-create', body);
     const now = this.clock.now();
     const { envelope, ...timing } = valid;
     const first = firstRunAt(timing, now, this.config.schedules.minIntervalMs);
@@ -64,7 +63,7 @@ export class SchedulesService {
   /** Pause an active schedule, or resume a paused (or failed) one. */
   async update(owner: Agent, id: string, body: Record<string, unknown>) {
     const current = await this.find(owner, id);
-    const { status } = validateRequest<{ status: 'paused' | 'active' }>('schedule-patch', body);
+    const { status } = validateRequest('schedule-patch', body);
     if (current.status === status) return scheduleView(current);
     const from: Schedule['status'][] = status === 'paused' ? ['active'] : ['paused', 'failed'];
     if (!from.includes(current.status)) {
