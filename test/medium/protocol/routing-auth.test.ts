@@ -5,7 +5,10 @@ import { envelope, startOperator, type TestOperator } from '../../support/operat
 /** ASMTP.md §10 items 1–8: health, routing, the error body, bearer authentication. */
 describe('routing and authentication (ASMTP.md §10 #1–8)', () => {
   let op: TestOperator;
+  /** Before the operator starts: its uptime can never exceed the time since. */
+  let beforeStart = 0;
   beforeAll(async () => {
+    beforeStart = Date.now();
     op = await startOperator();
   });
   afterAll(async () => op?.close());
@@ -71,7 +74,18 @@ describe('routing and authentication (ASMTP.md §10 #1–8)', () => {
       expect(typeof reply.body.version).toBe('string');
       expect(Number.isInteger(reply.body.uptime_ms)).toBe(true);
       expect(reply.body.uptime_ms).toBeGreaterThanOrEqual(0);
+      expect(reply.body.uptime_ms).toBeLessThanOrEqual(Date.now() - beforeStart);
     }
+  });
+
+  it('#1 uptime_ms counts the time between two health answers (a clock, not a constant)', async () => {
+    const first = await op.client.get('/healthz');
+    const firstAnswered = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const secondAsked = Date.now();
+    const second = await op.client.get('/healthz');
+    // The first was computed before firstAnswered, the second after secondAsked (one clock, one process).
+    expect(second.body.uptime_ms - first.body.uptime_ms).toBeGreaterThanOrEqual(secondAsked - firstAnswered);
   });
 
   it('#1 GET /healthz answers even with a bogus bearer (no auth on health)', async () => {
