@@ -150,16 +150,134 @@ export async function mailboxes(db: pg.Client): Promise<Map<string, string[]>> {
   return byHandle;
 }
 
+interface EnvelopeRow {
+  id: string;
+  created_at: string;
+  sender: string;
+  schedule_id: string | null;
+}
+
+/** What Postgres holds at the end: each recipient's entries (seq order) and every envelope. */
+interface Stored {
+  boxes: Map<string, string[]>;
+  entrySets: Map<string, Set<string>>;
+  envelopeRows: EnvelopeRow[];
+  byId: Map<string, EnvelopeRow>;
+}
+
+/** Each section adds its findings to `failures`, in the order the report lists them. */
 export async function check(input: CheckInput): Promise<Report> {
   const failures: string[] = [];
-  const { db } = input;
   const all = [...input.sends, ...input.burst];
+  const inOutage = (at: number) => input.outages.some((o) => at >= o.start && at <= o.end);
 
-  // --- requests -----------------------------------------------------------------------------
+  const requests = countRequests(all, inOutage);
+  const stored = await readStored(input.db);
+  const accepted = checkAccepted(all, stored, inOutage, failures);
+  const entries = await checkEntries(input.db, failures);
+  const unexpected = checkUnexpected(input, all, stored, failures);
+  const listingMismatch = await checkListings(input, stored, failures);
+  const scheduleResults = await checkSchedules(input, stored, failures);
+  const listenerResults = checkListeners(input, stored, failures);
+  const recovery = checkRecovery(input, requests, failures);
+
+  const figures = faultFigures({
+    faults: input.faults,
+    sends: all,
+    apiNames: input.apiNames,
+    lostIds: accepted.lostIds,
+    duplicateIds: entries.duplicateIds,
+    startedAt: input.startedAt,
+  });
+  failures.push(...figures.failures);
+
+  const loadAccepted = input.sends.filter((send) => send.accepted).length;
+  return {
+    ok: failures.length === 0,
+    failures,
+    load: {
+      target_per_s: input.targetRate,
+      offered_per_s: round(input.offered / input.loadSeconds),
+      accepted_per_s: round(loadAccepted / input.loadSeconds),
+      load_seconds: round(input.loadSeconds),
+      envelopes_tried: input.sends.length,
+      envelopes_202: loadAccepted,
+      accepted_after_retry: input.sends.filter((send) => send.accepted && send.accepted.attempt > 0).length,
+      abandoned: input.sends.filter((send) => !send.accepted).length,
+      stored_without_202: all.filter((send) => !send.accepted && stored.byId.has(send.id)).length,
+    },
+    faults: {
+      by_kind: input.faultCounts,
+      total: input.faults.length,
+      list: input.faults.map((f) => ({
+        at_s: round((f.at - input.startedAt) / 1000),
+        kind: f.kind,
+        target: f.target,
+        ...(f.mode ? { mode: f.mode } : {}),
+        down_ms: f.downMs,
+        ...(f.detail ? { detail: f.detail } : {}),
+        up_after_s: f.upAt ? round((f.upAt - f.at) / 1000) : null,
+      })),
+    },
+    requests: {
+      total: Object.values(requests.byStatus).reduce((a, b) => a + b, 0),
+      by_status: requests.byStatus,
+      by_error: requests.byError,
+      resets: all.reduce((sum, send) => sum + send.attempts.filter(isReset).length, 0),
+    },
+    fault_figures: { by_kind: figures.byKind, each: figures.each },
+    postgres_outage: {
+      outages: input.outages.length,
+      seconds_down: round(recovery.outageSeconds),
+      requests: requests.outage.requests,
+      by_status: requests.outage.by_status,
+      accepted_202_lost: accepted.lostInOutage,
+    },
+    invariants: {
+      lost: accepted.lost,
+      lost_entries: accepted.lostEntries,
+      duplicated: entries.duplicated,
+      half_written: entries.halfWritten + entries.orphanEntries,
+      orphan_entries: entries.orphanEntries,
+      seq_gaps: entries.seqGaps,
+      order_violations: entries.orderViolations,
+      created_at_mismatch: accepted.createdAtMismatch,
+      recipients_mismatch: accepted.recipientsMismatch,
+      listing_mismatch: listingMismatch,
+      unexpected_envelopes: unexpected,
+    },
+    schedules: {
+      runs: scheduleResults.reduce((a, s) => a + s.send_count, 0),
+      ideal_runs: scheduleResults.reduce((a, s) => a + s.ideal_runs, 0),
+      envelopes: scheduleResults.reduce((a, s) => a + s.envelopes, 0),
+      duplicates: scheduleResults.reduce((a, s) => a + s.duplicates + Math.max(0, s.envelopes - s.send_count), 0),
+      all_completed: scheduleResults.every((s) => s.status === 'completed'),
+      each: scheduleResults,
+    },
+    listeners: {
+      missing: listenerResults.reduce((a, l) => a + l.missing, 0),
+      duplicated: listenerResults.reduce((a, l) => a + l.duplicated, 0),
+      unexpected: listenerResults.reduce((a, l) => a + l.unexpected, 0),
+      each: listenerResults,
+    },
+    recovery: {
+      processes_running: input.running,
+      readyz: input.ready,
+      crashes: input.crashes.length,
+      crash_list: input.crashes.map((c) => ({ at_s: round((c.at - input.startedAt) / 1000), node: c.node, code: c.code, signal: c.signal })),
+      start_failures: input.startFailures,
+      burst_sent: input.burst.length,
+      burst_202: recovery.burst202,
+      burst_delivered: recovery.burstDelivered,
+    },
+  };
+}
+
+/** Every attempt by status and by error code, and those that started during a Postgres outage. */
+function countRequests(all: Send[], inOutage: (at: number) => boolean) {
   const byStatus: Record<string, number> = {};
   const byError: Record<string, number> = {};
   const outage = { requests: 0, by_status: {} as Record<string, number> };
-  const inOutage = (at: number) => input.outages.some((o) => at >= o.start && at <= o.end);
   for (const send of all) {
     for (const attempt of send.attempts) {
       inc(byStatus, attempt.status);
@@ -170,19 +288,23 @@ export async function check(input: CheckInput): Promise<Report> {
       }
     }
   }
+  return { byStatus, byError, outage };
+}
 
-  // --- storage ------------------------------------------------------------------------------
+async function readStored(db: pg.Client): Promise<Stored> {
   const boxes = await mailboxes(db);
   const entrySets = new Map([...boxes].map(([handle, ids]) => [handle, new Set(ids)]));
   const envelopeRows = (
-    await db.query<{ id: string; created_at: string; sender: string; schedule_id: string | null }>(
+    await db.query<EnvelopeRow>(
       `select e.id, e.created_at::text, a.handle as sender, e.header::jsonb->>'schedule_id' as schedule_id
        from envelopes e join agents a on a.id = e.sender_id`,
     )
   ).rows;
-  const stored = new Map(envelopeRows.map((row) => [row.id, row]));
+  return { boxes, entrySets, envelopeRows, byId: new Map(envelopeRows.map((row) => [row.id, row])) };
+}
 
-  const accepted = all.filter((send) => send.accepted);
+/** Every envelope answered 202: stored, in each recipient's mailbox, as its 202 body said. */
+function checkAccepted(all: Send[], stored: Stored, inOutage: (at: number) => boolean, failures: string[]) {
   let lost = 0;
   let lostEntries = 0;
   let createdAtMismatch = 0;
@@ -190,10 +312,10 @@ export async function check(input: CheckInput): Promise<Report> {
   let lostInOutage = 0;
   const lostIds = new Set<string>();
   const lostExamples: string[] = [];
-  for (const send of accepted) {
+  for (const send of all.filter((each) => each.accepted)) {
     const recipients = [...send.to, ...send.cc];
-    const missing = recipients.filter((handle) => !entrySets.get(handle)?.has(send.id));
-    if (missing.length > 0 || !stored.has(send.id)) {
+    const missing = recipients.filter((handle) => !stored.entrySets.get(handle)?.has(send.id));
+    if (missing.length > 0 || !stored.byId.has(send.id)) {
       lost++;
       lostIds.add(send.id);
       lostEntries += missing.length;
@@ -201,14 +323,18 @@ export async function check(input: CheckInput): Promise<Report> {
       const acceptedAttempt = send.attempts[send.accepted!.attempt];
       if (acceptedAttempt && inOutage(acceptedAttempt.at)) lostInOutage++;
     }
-    const row = stored.get(send.id);
+    const row = stored.byId.get(send.id);
     if (row && Number(row.created_at) !== send.accepted!.created_at) createdAtMismatch++;
     if ([...send.accepted!.recipients].sort().join() !== [...recipients].sort().join()) recipientsMismatch++;
   }
   if (lost > 0) failures.push(`lost: ${lost} envelopes answered 202 are missing from a recipient mailbox (e.g. ${lostExamples.join('; ')})`);
   if (createdAtMismatch > 0) failures.push(`created_at mismatch: ${createdAtMismatch} 202 bodies disagree with the stored envelope`);
   if (recipientsMismatch > 0) failures.push(`recipients mismatch: ${recipientsMismatch} 202 bodies list other recipients than sent`);
+  return { lost, lostEntries, createdAtMismatch, recipientsMismatch, lostInOutage, lostIds };
+}
 
+/** The tables' own invariants: no duplicate entry, no half-written envelope, seq 1..last_seq in time order. */
+async function checkEntries(db: pg.Client, failures: string[]) {
   const duplicateIds = new Set(
     (await db.query<{ id: string }>('select envelope_id as id from mailbox_entries group by mailbox_id, envelope_id having count(*) > 1')).rows.map((r) => r.id),
   );
@@ -256,32 +382,40 @@ export async function check(input: CheckInput): Promise<Report> {
   );
   if (seqGaps > 0) failures.push(`seq gaps: ${seqGaps} mailboxes whose entries are not exactly seq 1..last_seq`);
   if (orderViolations > 0) failures.push(`order: ${orderViolations} entries whose created_at does not increase with seq`);
+  return { duplicateIds, duplicated, halfWritten, orphanEntries, seqGaps, orderViolations };
+}
 
-  // Nothing in the mailboxes that nobody sent: every envelope is one of ours or a schedule run.
+/** Nothing in the mailboxes that nobody sent: every envelope is one of ours or a schedule run. */
+function checkUnexpected(input: CheckInput, all: Send[], stored: Stored, failures: string[]): number {
   const ours = new Set(all.map((send) => send.id));
   const scheduleIds = new Set(input.schedules.map((s) => s.id));
   let unexpected = 0;
-  for (const row of envelopeRows) if (!ours.has(row.id) && !(row.schedule_id && scheduleIds.has(row.schedule_id))) unexpected++;
+  for (const row of stored.envelopeRows) if (!ours.has(row.id) && !(row.schedule_id && scheduleIds.has(row.schedule_id))) unexpected++;
   if (unexpected > 0) failures.push(`unexpected: ${unexpected} stored envelopes nobody sent`);
-  const storedWithout202 = all.filter((send) => !send.accepted && stored.has(send.id)).length;
+  return unexpected;
+}
 
-  // The REST listing agrees with the table, for every recipient (no duplicate, nothing missing).
+/** The REST listing agrees with the table, for every recipient (no duplicate, nothing missing). */
+async function checkListings(input: CheckInput, stored: Stored, failures: string[]): Promise<number> {
   let listingMismatch = 0;
   for (const [i, agent] of input.recipients.entries()) {
     const ids = await listing(input.apiUrls[i % input.apiUrls.length], agent.token);
-    const expected = boxes.get(agent.handle) ?? [];
-    if (ids.length !== expected.length || new Set(ids).size !== ids.length || ids.some((id) => !entrySets.get(agent.handle)!.has(id))) {
+    const expected = stored.boxes.get(agent.handle) ?? [];
+    if (ids.length !== expected.length || new Set(ids).size !== ids.length || ids.some((id) => !stored.entrySets.get(agent.handle)!.has(id))) {
       listingMismatch++;
       failures.push(`GET /mailbox of ${agent.handle}: ${ids.length} ids (${new Set(ids).size} distinct), Postgres has ${expected.length}`);
     }
   }
+  return listingMismatch;
+}
 
-  // --- schedules ----------------------------------------------------------------------------
+/** Each schedule completed, and fired exactly as many envelopes (and entries) as its send_count. */
+async function checkSchedules(input: CheckInput, stored: Stored, failures: string[]): Promise<ScheduleResult[]> {
   const scheduleRows = new Map(
-    (await db.query<{ id: string; status: string; send_count: number }>('select id, status, send_count::int from schedules')).rows.map((r) => [r.id, r]),
+    (await input.db.query<{ id: string; status: string; send_count: number }>('select id, status, send_count::int from schedules')).rows.map((r) => [r.id, r]),
   );
   const scheduleEnvelopes = new Map<string, string[]>();
-  for (const row of envelopeRows) {
+  for (const row of stored.envelopeRows) {
     if (!row.schedule_id) continue;
     const list = scheduleEnvelopes.get(row.schedule_id) ?? [];
     list.push(row.id);
@@ -290,7 +424,7 @@ export async function check(input: CheckInput): Promise<Report> {
   const scheduleResults: ScheduleResult[] = input.schedules.map((schedule) => {
     const row = scheduleRows.get(schedule.id);
     const envelopes = scheduleEnvelopes.get(schedule.id) ?? [];
-    const inBox = boxes.get(schedule.to) ?? [];
+    const inBox = stored.boxes.get(schedule.to) ?? [];
     const envelopeSet = new Set(envelopes);
     const entries = inBox.filter((id) => envelopeSet.has(id));
     return {
@@ -311,10 +445,13 @@ export async function check(input: CheckInput): Promise<Report> {
     }
     if (s.send_count === 0) failures.push(`schedule ${s.id}: never fired`);
   }
+  return scheduleResults;
+}
 
-  // --- listeners ----------------------------------------------------------------------------
+/** Each listener received exactly its mailbox, once each, in order, with valid frames. */
+function checkListeners(input: CheckInput, stored: Stored, failures: string[]): ListenerResult[] {
   const listenerResults: ListenerResult[] = input.listeners.map((listener) => {
-    const expected = entrySets.get(listener.handle) ?? new Set<string>();
+    const expected = stored.entrySets.get(listener.handle) ?? new Set<string>();
     let missing = 0;
     for (const id of expected) if (!listener.counts.has(id)) missing++;
     let extra = 0;
@@ -341,8 +478,11 @@ export async function check(input: CheckInput): Promise<Report> {
       );
     }
   }
+  return listenerResults;
+}
 
-  // --- recovery -----------------------------------------------------------------------------
+/** The end state: the final burst accepted and delivered at once, every node ready and running, 503s (only) in outages. */
+function checkRecovery(input: CheckInput, requests: ReturnType<typeof countRequests>, failures: string[]) {
   const burst202 = input.burst.filter((send) => send.attempts[0]?.status === 202).length;
   const burstDelivered = input.burst.filter((send) => {
     const listenersOf = input.listeners.filter((l) => [...send.to, ...send.cc].includes(l.handle));
@@ -356,93 +496,16 @@ export async function check(input: CheckInput): Promise<Report> {
     failures.push(`crashes: ${input.crashes.length} unplanned process exits (${input.crashes.map((c) => c.node).join(', ')})`);
   }
   const outageSeconds = input.outages.reduce((sum, o) => sum + (o.end - o.start), 0) / 1000;
-  if (input.outages.length > 0 && outage.requests > 0 && !outage.by_status['503']) {
+  if (input.outages.length > 0 && requests.outage.requests > 0 && !requests.outage.by_status['503']) {
     failures.push('postgres outage: no request got 503 while Postgres was down');
   }
-  const unexpectedStatuses = Object.keys(byStatus).filter((status) => !['202', '503', '0'].includes(status));
+  const unexpectedStatuses = Object.keys(requests.byStatus).filter((status) => !['202', '503', '0'].includes(status));
   if (unexpectedStatuses.length > 0) {
-    failures.push(`requests: unexpected statuses ${unexpectedStatuses.map((s) => `${s}×${byStatus[s]}`).join(', ')} (${JSON.stringify(byError)})`);
+    failures.push(
+      `requests: unexpected statuses ${unexpectedStatuses.map((s) => `${s}×${requests.byStatus[s]}`).join(', ')} (${JSON.stringify(requests.byError)})`,
+    );
   }
-
-  const figures = faultFigures({ faults: input.faults, sends: all, apiNames: input.apiNames, lostIds, duplicateIds, startedAt: input.startedAt });
-  failures.push(...figures.failures);
-  const resets = all.reduce((sum, send) => sum + send.attempts.filter(isReset).length, 0);
-
-  const loadAccepted = input.sends.filter((send) => send.accepted).length;
-  return {
-    ok: failures.length === 0,
-    failures,
-    load: {
-      target_per_s: input.targetRate,
-      offered_per_s: round(input.offered / input.loadSeconds),
-      accepted_per_s: round(loadAccepted / input.loadSeconds),
-      load_seconds: round(input.loadSeconds),
-      envelopes_tried: input.sends.length,
-      envelopes_202: loadAccepted,
-      accepted_after_retry: input.sends.filter((send) => send.accepted && send.accepted.attempt > 0).length,
-      abandoned: input.sends.filter((send) => !send.accepted).length,
-      stored_without_202: storedWithout202,
-    },
-    faults: {
-      by_kind: input.faultCounts,
-      total: input.faults.length,
-      list: input.faults.map((f) => ({
-        at_s: round((f.at - input.startedAt) / 1000),
-        kind: f.kind,
-        target: f.target,
-        ...(f.mode ? { mode: f.mode } : {}),
-        down_ms: f.downMs,
-        ...(f.detail ? { detail: f.detail } : {}),
-        up_after_s: f.upAt ? round((f.upAt - f.at) / 1000) : null,
-      })),
-    },
-    requests: { total: Object.values(byStatus).reduce((a, b) => a + b, 0), by_status: byStatus, by_error: byError, resets },
-    fault_figures: { by_kind: figures.byKind, each: figures.each },
-    postgres_outage: {
-      outages: input.outages.length,
-      seconds_down: round(outageSeconds),
-      requests: outage.requests,
-      by_status: outage.by_status,
-      accepted_202_lost: lostInOutage,
-    },
-    invariants: {
-      lost,
-      lost_entries: lostEntries,
-      duplicated,
-      half_written: halfWritten + orphanEntries,
-      orphan_entries: orphanEntries,
-      seq_gaps: seqGaps,
-      order_violations: orderViolations,
-      created_at_mismatch: createdAtMismatch,
-      recipients_mismatch: recipientsMismatch,
-      listing_mismatch: listingMismatch,
-      unexpected_envelopes: unexpected,
-    },
-    schedules: {
-      runs: scheduleResults.reduce((a, s) => a + s.send_count, 0),
-      ideal_runs: scheduleResults.reduce((a, s) => a + s.ideal_runs, 0),
-      envelopes: scheduleResults.reduce((a, s) => a + s.envelopes, 0),
-      duplicates: scheduleResults.reduce((a, s) => a + s.duplicates + Math.max(0, s.envelopes - s.send_count), 0),
-      all_completed: scheduleResults.every((s) => s.status === 'completed'),
-      each: scheduleResults,
-    },
-    listeners: {
-      missing: listenerResults.reduce((a, l) => a + l.missing, 0),
-      duplicated: listenerResults.reduce((a, l) => a + l.duplicated, 0),
-      unexpected: listenerResults.reduce((a, l) => a + l.unexpected, 0),
-      each: listenerResults,
-    },
-    recovery: {
-      processes_running: input.running,
-      readyz: input.ready,
-      crashes: input.crashes.length,
-      crash_list: input.crashes.map((c) => ({ at_s: round((c.at - input.startedAt) / 1000), node: c.node, code: c.code, signal: c.signal })),
-      start_failures: input.startFailures,
-      burst_sent: input.burst.length,
-      burst_202: burst202,
-      burst_delivered: burstDelivered,
-    },
-  };
+  return { burst202, burstDelivered, outageSeconds };
 }
 
 const round = (value: number) => Math.round(value * 10) / 10;

@@ -18,13 +18,16 @@ import { connect, sleep } from '../support/ws';
  * stays healthy; and nothing changes, except for inputs that happen to be valid, whose change is
  * checked against the tables the route may write.
  *
- * Replay a failure with ROOST_FC_SEED=<seed printed at the start>; scale the run with
- * ROOST_FC_SCALE (default 1, about a minute).
+ * Each property runs under two seeds, half its runs each: a fixed one (the same inputs every run, so
+ * a regression shows at once) and a random one (new inputs every run). A failure names its seed;
+ * ROOST_FC_SEED=<seed> replays that one alone with all the runs. Scale the run with ROOST_FC_SCALE
+ * (default 1, about a minute).
  */
 
 jest.setTimeout(300_000);
 
-const SEED = process.env.ROOST_FC_SEED !== undefined ? Number(process.env.ROOST_FC_SEED) : randomBytes(4).readUInt32BE(0) >>> 1;
+const FIXED_SEED = 1_206_170_891;
+const SEEDS = process.env.ROOST_FC_SEED !== undefined ? [Number(process.env.ROOST_FC_SEED)] : [FIXED_SEED, randomBytes(4).readUInt32BE(0) >>> 1];
 const SCALE = Number(process.env.ROOST_FC_SCALE ?? 1);
 const runs = (n: number) => Math.max(1, Math.round(n * SCALE));
 const MAX_CLIENT_FRAME = 4096;
@@ -222,21 +225,24 @@ async function expectHealthy(): Promise<void> {
 }
 
 /**
- * Run a property over `arb`. Each property draws from its own seed, derived from ROOST_FC_SEED and
- * `label`, so routes get different inputs and one seed still replays them all.
+ * Run a property over `arb`, under each of SEEDS with its share of `numRuns`. Each property draws
+ * from its own seed, derived from the run's seed and `label`, so routes get different inputs and one
+ * seed still replays them all (fast-check draws the same first runs from a seed whatever numRuns).
  */
 async function check<T>(label: string, arb: fc.Arbitrary<T>, numRuns: number, run: (input: T) => Promise<void>): Promise<void> {
-  let seed = SEED;
-  for (const char of label) seed = (Math.imul(seed ^ char.charCodeAt(0), 16777619) >>> 0) & 0x7fffffff;
-  const started = Date.now();
-  // fc.check, not fc.assert: assert prints the counterexample, and printing a several-thousand-level
-  // deep body overflowed the stack and hid the failure behind a RangeError.
-  const details = await fc.check(fc.asyncProperty(arb, run), { seed, numRuns, endOnFailure: true });
-  if (details.failed) {
-    const error = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
-    throw new Error(`${label}: failed after ${details.numRuns} runs (ROOST_FC_SEED=${SEED}, property seed ${seed}): ${error.slice(0, 4000)}`);
+  for (const base of SEEDS) {
+    let seed = base;
+    for (const char of label) seed = (Math.imul(seed ^ char.charCodeAt(0), 16777619) >>> 0) & 0x7fffffff;
+    const started = Date.now();
+    // fc.check, not fc.assert: assert prints the counterexample, and printing a several-thousand-level
+    // deep body overflowed the stack and hid the failure behind a RangeError.
+    const details = await fc.check(fc.asyncProperty(arb, run), { seed, numRuns: Math.ceil(numRuns / SEEDS.length), endOnFailure: true });
+    if (details.failed) {
+      const error = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
+      throw new Error(`${label}: failed after ${details.numRuns} runs (ROOST_FC_SEED=${base}, property seed ${seed}): ${error.slice(0, 4000)}`);
+    }
+    elapsed.set(label, (elapsed.get(label) ?? 0) + Date.now() - started);
   }
-  elapsed.set(label, (elapsed.get(label) ?? 0) + Date.now() - started);
 }
 
 /** A batch whose inputs may not change anything: state compared once around the whole batch. */
@@ -572,7 +578,7 @@ async function upload(token: string, text: string): Promise<string> {
 }
 
 beforeAll(async () => {
-  console.log(`hostile-input: ROOST_FC_SEED=${SEED} ROOST_FC_SCALE=${SCALE}`);
+  console.log(`hostile-input: seeds ${SEEDS.join(', ')} (ROOST_FC_SEED=<one> replays it) ROOST_FC_SCALE=${SCALE}`);
   op = await startOperator({
     redis: true,
     env: {
@@ -621,7 +627,7 @@ afterAll(async () => {
   const width = Math.max(5, ...[...tried.keys()].map((k) => k.length));
   const total = [...tried.values()].reduce((sum, row) => sum + row.inputs, 0);
   const lines = [
-    `hostile input (seed ${SEED}, scale ${SCALE}): ${total} inputs over ${tried.size} routes`,
+    `hostile input (seeds ${SEEDS.join(', ')}, scale ${SCALE}): ${total} inputs over ${tried.size} routes`,
     `${'route'.padEnd(width)}  inputs      ms  statuses`,
     ...[...tried.entries()].map(
       ([route, row]) =>
