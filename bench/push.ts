@@ -172,7 +172,9 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     unexpected = 0;
 
     const count = seconds * RATE_PER_S;
+    const benchCpuBefore = process.cpuUsage();
     const [floor] = await Promise.all([mode === 'embedded' ? Promise.resolve([]) : redisFloor(cluster, RATE_PER_S, count), paced(RATE_PER_S, count, post)]);
+    const benchCpu = process.cpuUsage(benchCpuBefore);
     const lagAfter = await eventLoopLagMax(api);
     const deadline = Date.now() + 10_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(20);
@@ -186,6 +188,8 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const raw = stats(floor);
     return {
       scenario: mode === 'split' ? 'push' : `push-${mode}`,
+      client: 'node-http (keep-alive http.Agent)',
+      bench_cpu_s_in_run: round((benchCpu.user + benchCpu.system) / 1e6, 1),
       first_seconds: warmupBySecond.map((values, i) => ({ second: i + 1, n: values.length, ...stats(values) })),
       event_loop_lag_max_ms_boot_and_warmup: lagBefore,
       event_loop_lag_max_ms_run: lagAfter,
