@@ -156,7 +156,11 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       JSON.stringify({ id, to: ['@bench.inbox'], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text: TEXT }] });
     const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(ulid()))) === 202;
     const before = await Promise.all(nodes.map((n) => request(n.url, 'GET', '/metrics', undefined).then((r) => r.text).catch(() => '')));
+    const cpuBefore = await Promise.all(nodes.map((n) => n.cpuMs()));
+    const benchBefore = process.cpuUsage();
     const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
+    const benchInRun = process.cpuUsage(benchBefore);
+    const cpuInRunMs = (await Promise.all(nodes.map((n) => n.cpuMs()))).reduce((sum, ms, i) => sum + ms - cpuBefore[i], 0);
     const after = await Promise.all(nodes.map((n) => request(n.url, 'GET', '/metrics', undefined).then((r) => r.text).catch(() => '')));
     // Whole run, every process: database statements and (embedded) WAL fsyncs per accepted envelope.
     const delta = (name: string) => nodes.reduce((sum, _, i) => sum + counter(after[i], name) - counter(before[i], name), 0);
@@ -184,6 +188,10 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       ...(mode === 'embedded' ? { wal_syncs_per_envelope: perEnvelope('roost_db_syncs_total{kind="wal"}') } : {}),
       operator_cpu_s: round(cpuMs.reduce((a, b) => a + b, 0) / 1000, 1),
       bench_cpu_s: round(process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, 1),
+      // CPU per accepted envelope over the whole load (first seconds included): far less sensitive to
+      // the machine's load than the rates, so comparable between runs on a busy machine.
+      operator_cpu_ms_per_envelope: samples.latencies.length > 0 ? round(cpuInRunMs / samples.latencies.length, 3) : null,
+      bench_cpu_ms_per_envelope: samples.latencies.length > 0 ? round((benchInRun.user + benchInRun.system) / 1000 / samples.latencies.length, 3) : null,
     };
     if (database) {
       const raw = await ceiling(database.url, seconds * 1000);

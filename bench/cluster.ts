@@ -68,7 +68,10 @@ export class RoostNode {
   /** Spawn (file descriptor limit raised to the hard limit) and wait for /healthz. */
   async start(timeoutMs = 60_000): Promise<void> {
     const nodeArgs = profileArgs(`${this.role}-${this.port}`);
-    const child = spawn('/bin/bash', ['-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, ...nodeArgs, MAIN], {
+    // Started through the bash wrapper, a profiled process wrote no profile or one cut short (seen
+    // with Node 20): profiled processes start directly and inherit the bench's own limit instead.
+    const command = nodeArgs.length > 0 ? [process.execPath, ...nodeArgs, MAIN] : ['/bin/bash', '-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, MAIN];
+    const child = spawn(command[0], command.slice(1), {
       env: { ...process.env, ROOST_METRICS_PORT: '0', ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
