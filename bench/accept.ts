@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { ulid } from '#domain';
+import { pgbenchCeiling } from './pgbench';
 import {
   createAgent,
   firstSeconds,
@@ -138,6 +139,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   const client = options.client ?? 'light';
   const extraEnv = options.extraEnv ?? {};
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
+  const loadBefore = round(loadavg()[0]);
   const apis = mode === 'embedded' ? 1 : Math.max(1, Number(process.env.ROOST_BENCH_APIS ?? 1));
   const database = mode === 'postgres' ? await scratchDatabase('roost_bench') : undefined;
   const dataDir = mode === 'embedded' ? mkdtempSync(join(tmpdir(), 'roost-bench-embedded-')) : undefined;
@@ -154,7 +156,11 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       JSON.stringify({ id, to: ['@bench.inbox'], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text: TEXT }] });
     const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(ulid()))) === 202;
     const before = await Promise.all(nodes.map((n) => request(n.url, 'GET', '/metrics', undefined).then((r) => r.text).catch(() => '')));
+    const cpuBefore = await Promise.all(nodes.map((n) => n.cpuMs()));
+    const benchBefore = process.cpuUsage();
     const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
+    const benchInRun = process.cpuUsage(benchBefore);
+    const cpuInRunMs = (await Promise.all(nodes.map((n) => n.cpuMs()))).reduce((sum, ms, i) => sum + ms - cpuBefore[i], 0);
     const after = await Promise.all(nodes.map((n) => request(n.url, 'GET', '/metrics', undefined).then((r) => r.text).catch(() => '')));
     // Whole run, every process: database statements and (embedded) WAL fsyncs per accepted envelope.
     const delta = (name: string) => nodes.reduce((sum, _, i) => sum + counter(after[i], name) - counter(before[i], name), 0);
@@ -165,6 +171,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     await Promise.all(nodes.map((n) => n.stop()));
     const result: Record<string, unknown> = {
       scenario: options.label ?? `accept-${mode}`,
+      load_1m_before: loadBefore,
       mode: mode === 'embedded' ? 'embedded PGlite, ROOST_ROLE=all' : `ROOST_ROLE=all on Postgres${process.env.REDIS_URL ? ' + Redis' : ''}`,
       client,
       api_processes: nodes.length,
@@ -181,14 +188,22 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       ...(mode === 'embedded' ? { wal_syncs_per_envelope: perEnvelope('roost_db_syncs_total{kind="wal"}') } : {}),
       operator_cpu_s: round(cpuMs.reduce((a, b) => a + b, 0) / 1000, 1),
       bench_cpu_s: round(process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, 1),
+      // CPU per accepted envelope over the whole load (first seconds included): far less sensitive to
+      // the machine's load than the rates, so comparable between runs on a busy machine.
+      operator_cpu_ms_per_envelope: samples.latencies.length > 0 ? round(cpuInRunMs / samples.latencies.length, 3) : null,
+      bench_cpu_ms_per_envelope: samples.latencies.length > 0 ? round((benchInRun.user + benchInRun.system) / 1000 / samples.latencies.length, 3) : null,
     };
     if (database) {
       const raw = await ceiling(database.url, seconds * 1000);
       Object.assign(result, { ceiling: 'node pg, 32 clients, 1 envelope + 1 mailbox row per transaction', ceiling_per_s: raw.per_s, ceiling_p50_ms: raw.p50_ms, ceiling_p99_ms: raw.p99_ms, ratio: round(roost.per_s / raw.per_s, 3) });
+      // The same two rows from pgbench (C, prepared statements), same concurrency and duration.
+      const pgb = await pgbenchCeiling(database.url, SENDERS, seconds, JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] }));
+      Object.assign(result, { pgbench_tps: pgb.tps, pgbench_latency_avg_ms: pgb.latency_avg_ms, pgbench_failed: pgb.failed, pgbench_cpu_s: pgb.cpu_s, ratio_to_pgbench: round(roost.per_s / pgb.tps, 3) });
     } else {
       const [one, batched] = await pgliteCeiling(Math.min(seconds, 10) * 1000, [1, 64]);
       Object.assign(result, { ceiling: 'bare PGlite on disk, fsync on as in Roost, 1 envelope + 1 mailbox row each', pglite_1_per_tx_per_s: one, pglite_64_per_tx_per_s: batched, ratio_to_64_per_tx: round(roost.per_s / batched, 3) });
     }
+    result.load_1m_after = round(loadavg()[0]);
     return result;
   } finally {
     clients.close();

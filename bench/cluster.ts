@@ -67,8 +67,12 @@ export class RoostNode {
 
   /** Spawn (file descriptor limit raised to the hard limit) and wait for /healthz. */
   async start(timeoutMs = 60_000): Promise<void> {
+    if (this.running) throw new Error(`${this.role} on port ${this.port} is already running`);
     const nodeArgs = profileArgs(`${this.role}-${this.port}`);
-    const child = spawn('/bin/bash', ['-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, ...nodeArgs, MAIN], {
+    // Through the bash wrapper a profiled process once wrote no profile at all (Node 20, cause not
+    // found): profiled processes start directly and inherit the bench's own limit instead.
+    const command = nodeArgs.length > 0 ? [process.execPath, ...nodeArgs, MAIN] : ['/bin/bash', '-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, MAIN];
+    const child = spawn(command[0], command.slice(1), {
       env: { ...process.env, ROOST_METRICS_PORT: '0', ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -88,7 +92,10 @@ export class RoostNode {
       } catch {
         // not listening yet
       }
-      if (Date.now() > deadline) throw new Error(`${this.role} not healthy after ${timeoutMs} ms:\n${this.output.join('\n')}`);
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`${this.role} not healthy after ${timeoutMs} ms:\n${this.output.join('\n')}`);
+      }
       await sleep(20);
     }
   }
@@ -153,9 +160,12 @@ export class BenchCluster {
     const gateways = single ?? (await Promise.all(Array.from({ length: options.gateway ?? 1 }, () => make('gateway'))));
     const cluster = new BenchCluster(apis, gateways, adminToken, database.url, redisUrl, prefix, database.drop);
     try {
-      // The first api applies the migrations; the others start after it.
+      // The first api applies the migrations; the others start after it. In single mode the one
+      // node is both api and gateway: starting it twice left an orphan serving the port while a
+      // second copy booted beside it (its CPU in the first seconds of every push-all run), failed
+      // to listen and became the pid that CPU, RSS and profiles were read from.
       await apis[0]?.start();
-      await Promise.all([...apis.slice(1), ...gateways].map((node) => node.start()));
+      await Promise.all([...new Set([...apis.slice(1), ...gateways])].filter((node) => node !== apis[0]).map((node) => node.start()));
     } catch (error) {
       await cluster.close();
       throw error;

@@ -199,3 +199,48 @@ export async function connectionsScenario(): Promise<Record<string, unknown>> {
     await cluster.close();
   }
 }
+
+const IDLE_SOCKETS = 2_000;
+
+/**
+ * `idle-sockets-all`: the process most people run (one `ROOST_ROLE=all` on Postgres + Redis) with
+ * 2,000 idle authenticated sockets (one agent each): its RSS with them open, and the RSS delta per
+ * socket ((VmRSS after − VmRSS before) / 2,000, read from /proc after the process settled).
+ */
+export async function idleSocketsScenario(): Promise<Record<string, unknown>> {
+  const load_before = round(loadavg()[0]);
+  const cluster = await BenchCluster.start({ single: 'postgres' });
+  const sockets: WebSocket[] = [];
+  try {
+    const node = cluster.gateways[0];
+    const handles = Array.from({ length: IDLE_SOCKETS }, (_, i) => `@bench.i${String(i).padStart(4, '0')}`);
+    const tokens = await cluster.createAgents(handles, 32);
+    // Warm-up: the upgrade and start paths run (JIT, pool connections) before the baseline.
+    const warm = await openSockets(200, 50, (i) => openSocket(connectUrl(node), tokens[i]));
+    await sleep(1_000);
+    for (const ws of warm) ws.close();
+    await sleep(3_000);
+    const rssBefore = rssBytes(node.pid);
+    sockets.push(...(await openSockets(IDLE_SOCKETS, 100, (i) => openSocket(connectUrl(node), tokens[i]))));
+    await sleep(5_000);
+    const rssAfter = rssBytes(node.pid);
+    const gaugeOpen = metric(await node.metrics(), 'roost_ws_connections');
+    const perSocket = (rssAfter - rssBefore) / IDLE_SOCKETS;
+    return {
+      scenario: 'idle-sockets-all',
+      process: 'one ROOST_ROLE=all process on Postgres + Redis',
+      sockets: IDLE_SOCKETS,
+      open_sockets_gauge: gaugeOpen,
+      rss_before_mb: round(rssBefore / 2 ** 20, 1),
+      rss_with_sockets_mb: round(rssAfter / 2 ** 20, 1),
+      rss_per_socket_kb: round(perSocket / 1024, 2),
+      target_rss_per_socket_kb: 16,
+      met: perSocket <= 16 * 1024 && gaugeOpen === IDLE_SOCKETS,
+      load_1m_before: load_before,
+      load_1m_after: round(loadavg()[0]),
+    };
+  } finally {
+    for (const ws of sockets) ws.terminate();
+    await cluster.close();
+  }
+}

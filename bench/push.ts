@@ -1,6 +1,6 @@
 import { loadavg } from 'node:os';
 import { ulid } from '#domain';
-import { BenchCluster, connectUrl, notifyId, openSocket, openSockets, sleep } from './cluster';
+import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets, sleep } from './cluster';
 import { percentile, request, round } from './support';
 
 const RECIPIENTS = 50;
@@ -172,7 +172,11 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     unexpected = 0;
 
     const count = seconds * RATE_PER_S;
+    const benchCpuBefore = process.cpuUsage();
+    const nodeCpuBefore = cluster.nodes.map((node) => cpuSeconds(node.pid));
     const [floor] = await Promise.all([mode === 'embedded' ? Promise.resolve([]) : redisFloor(cluster, RATE_PER_S, count), paced(RATE_PER_S, count, post)]);
+    const benchCpu = process.cpuUsage(benchCpuBefore);
+    const nodeCpuS = cluster.nodes.reduce((sum, node, i) => sum + cpuSeconds(node.pid) - nodeCpuBefore[i], 0);
     const lagAfter = await eventLoopLagMax(api);
     const deadline = Date.now() + 10_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(20);
@@ -186,6 +190,9 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const raw = stats(floor);
     return {
       scenario: mode === 'split' ? 'push' : `push-${mode}`,
+      client: 'node-http (keep-alive http.Agent)',
+      bench_cpu_s_in_run: round((benchCpu.user + benchCpu.system) / 1e6, 1),
+      operator_cpu_ms_per_envelope: round((nodeCpuS * 1000) / count, 3),
       first_seconds: warmupBySecond.map((values, i) => ({ second: i + 1, n: values.length, ...stats(values) })),
       event_loop_lag_max_ms_boot_and_warmup: lagBefore,
       event_loop_lag_max_ms_run: lagAfter,

@@ -1,7 +1,7 @@
 import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
-import { connectionsScenario } from './connections';
+import { connectionsScenario, idleSocketsScenario } from './connections';
 import { fanoutScenario } from './fanout';
 import { guardCorpusScenario, guardScenario } from './guard';
 import { mcpScenario } from './mcp';
@@ -27,6 +27,8 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'push-all': () => pushScenario('all'),
   'push-embedded': () => pushScenario('embedded'),
   fanout: () => fanoutScenario(),
+  'fanout-all': () => fanoutScenario('all'),
+  'idle-sockets-all': () => idleSocketsScenario(),
   connections: () => connectionsScenario(),
   mcp: () => mcpScenario(),
 };

@@ -1,5 +1,5 @@
 import { CompiledQuery, sql } from 'kysely';
-import { openPostgres, type Database } from '#db';
+import { AgentsRepository, EnvelopesRepository, migrate, openPostgres, type Database } from '#db';
 import { createTestDatabase } from '../support/database';
 
 /**
@@ -60,4 +60,38 @@ test('ROOST_DB_POOLER=transaction: no startup timeout, SET LOCAL in both transac
   // One connection: the session the transactions ran on, back at the server's default.
   expect(await timeout(db)).toBe('0');
   expect(await statements(db)).toEqual([]);
+});
+
+test('start-up warming opens ROOST_DB_POOL_MIN connections, prepares the hot statements on each, writes nothing', async () => {
+  const warmed = await createTestDatabase('roost_warm');
+  const db = openPostgres({ url: warmed.url, poolSize: 4, poolMin: 2, statementTimeoutMs: 4_321 });
+  try {
+    await migrate(db);
+    const statements = [...new AgentsRepository(db).warmStatements(), ...new EnvelopesRepository(db).warmStatements()];
+    await db.warm(statements, 2);
+    expect(db.poolStats()).toEqual({ total: 2, idle: 2, waiting: 0 });
+    // Both pooled connections at once: each already holds every statement.
+    const names = await Promise.all(
+      [0, 1].map(() =>
+        db.withSession(async (session) => {
+          const rows = await session.query<{ name: string }>('select name from pg_prepared_statements order by name');
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          return rows.map((row) => row.name);
+        }),
+      ),
+    );
+    const expected = statements.map((s) => s.name).sort();
+    expect(names).toEqual([expected, expected]);
+    expect(db.poolStats().total).toBe(2);
+    const counts = await db.withSession((session) =>
+      session.query<{ envelopes: number; entries: number; seqs: number }>(
+        'select (select count(*) from envelopes)::int as envelopes, (select count(*) from mailbox_entries)::int as entries, ' +
+          '(select coalesce(sum(last_seq), 0) from mailboxes)::int as seqs',
+      ),
+    );
+    expect(counts).toEqual([{ envelopes: 0, entries: 0, seqs: 0 }]);
+  } finally {
+    await db.close();
+    await warmed.drop();
+  }
 });

@@ -44,6 +44,7 @@ describe('loadConfig: defaults (embedded)', () => {
     expect(config.logLevel).toBe('info');
     expect(config.redisPrefix).toBe('roost:');
     expect(config.db.poolSize).toBe(20);
+    expect(config.db.poolMin).toBe(4);
     expect(config.metricsPort).toBe(9464);
   });
 
@@ -143,6 +144,7 @@ describe('loadConfig: each invalid variable gives a ConfigError naming it', () =
     ['ROOST_PUBLIC_URL ftp://', 'ROOST_PUBLIC_URL', { ROOST_PUBLIC_URL: 'ftp://x' }],
     ['ROOST_LOG_LEVEL=loud', 'ROOST_LOG_LEVEL', { ROOST_LOG_LEVEL: 'loud' }],
     ['ROOST_DB_POOL_SIZE=1', 'ROOST_DB_POOL_SIZE', { ROOST_DB_POOL_SIZE: '1' }],
+    ['ROOST_DB_POOL_MIN=-1', 'ROOST_DB_POOL_MIN', { ROOST_DB_POOL_MIN: '-1' }],
     ['ROOST_DB_STATEMENT_TIMEOUT_MS=5', 'ROOST_DB_STATEMENT_TIMEOUT_MS', { ROOST_DB_STATEMENT_TIMEOUT_MS: '5' }],
     ['ROOST_DB_POOLER=pgbouncer', 'ROOST_DB_POOLER', { ROOST_DB_POOLER: 'pgbouncer' }],
     ['ROOST_DB_POOLER=session', 'ROOST_DB_POOLER', { ROOST_DB_POOLER: 'session' }],

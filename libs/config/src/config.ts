@@ -31,6 +31,8 @@ export interface Config {
   adminToken: string | null;
   db: {
     poolSize: number;
+    /** Connections opened at start-up (hot statements prepared on each) and kept when idle. */
+    poolMin: number;
     statementTimeoutMs: number;
     /**
      * `transaction`: DATABASE_URL is a transaction pooler (PgBouncer `pool_mode = transaction`):
@@ -251,6 +253,7 @@ export function loadConfig(env: Env = process.env): Config {
     adminTokenHash: adminTokenHashRaw ?? (adminToken === null ? null : createHash('sha256').update(adminToken, 'utf8').digest('hex')),
     db: {
       poolSize: integer(env, 'ROOST_DB_POOL_SIZE', 20, 2, 1000),
+      poolMin: integer(env, 'ROOST_DB_POOL_MIN', 4, 0, 1000),
       statementTimeoutMs: integer(env, 'ROOST_DB_STATEMENT_TIMEOUT_MS', 15_000, 100, 3_600_000),
       pooler,
       preparedStatements: prepared === 'auto' ? pooler === 'none' : prepared === 'on',

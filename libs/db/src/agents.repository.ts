@@ -57,6 +57,32 @@ export class AgentsRepository {
     tokenHashes: readonly string[],
     handles: readonly string[],
   ): Promise<{ senders: Map<string, Agent>; recipients: Map<string, Agent & { blocked_senders: string[] }> }> {
+    const rows = await this.database.prepared<Agent & { token_hash: string | null; blocked_senders: string[] | null }>(
+      'roost_senders_and_recipients',
+      this.sendersAndRecipientsQuery(tokenHashes, handles),
+    );
+    const senders = new Map<string, Agent>();
+    const recipients = new Map<string, Agent & { blocked_senders: string[] }>();
+    for (const { token_hash, blocked_senders, ...agent } of rows) {
+      if (token_hash !== null) senders.set(token_hash, agent);
+      else recipients.set(agent.handle, { ...agent, blocked_senders: blocked_senders ?? [] });
+    }
+    return { senders, recipients };
+  }
+
+  /**
+   * The per-request named statements with parameters that match nothing, for start-up to parse and
+   * plan them on every pooled connection (`Database.warm`).
+   */
+  warmStatements(): Array<{ name: string; query: CompiledQuery }> {
+    this.recipientsSql ??= this.recipientsQuery('$1', ['$2']).sql;
+    return [
+      { name: 'roost_senders_and_recipients', query: this.sendersAndRecipientsQuery([], []) },
+      { name: 'roost_recipients', query: CompiledQuery.raw(this.recipientsSql, ['', []]) },
+    ];
+  }
+
+  private sendersAndRecipientsQuery(tokenHashes: readonly string[], handles: readonly string[]): CompiledQuery {
     const columns = AGENT_COLUMNS.map((column) => `"${column}"`).join(', ');
     this.sendersAndRecipientsSql ??= `
       with senders as (select token_hash, ${columns} from agents where token_hash = any($1::text[]))
@@ -67,17 +93,7 @@ export class AgentsRepository {
                    where b.agent_id = a.id and b.blocked_handle in (select handle from senders))
       from agents a
       where a.handle = any($2::text[]) and a.deleted_at is null`;
-    const rows = await this.database.prepared<Agent & { token_hash: string | null; blocked_senders: string[] | null }>(
-      'roost_senders_and_recipients',
-      CompiledQuery.raw(this.sendersAndRecipientsSql, [[...tokenHashes], [...handles]]),
-    );
-    const senders = new Map<string, Agent>();
-    const recipients = new Map<string, Agent & { blocked_senders: string[] }>();
-    for (const { token_hash, blocked_senders, ...agent } of rows) {
-      if (token_hash !== null) senders.set(token_hash, agent);
-      else recipients.set(agent.handle, { ...agent, blocked_senders: blocked_senders ?? [] });
-    }
-    return { senders, recipients };
+    return CompiledQuery.raw(this.sendersAndRecipientsSql, [[...tokenHashes], [...handles]]);
   }
 
   findById(id: number): Promise<Agent | undefined> {

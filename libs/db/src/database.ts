@@ -56,6 +56,12 @@ export interface Database {
    * the SQL text. PGlite runs it as a plain query.
    */
   prepared<R>(name: string, query: CompiledQuery): Promise<R[]>;
+  /**
+   * Start-up: open `connections` pooled connections at once and run each statement (named, as
+   * `prepared` does) on every one, so the first requests of a fresh process find connections open
+   * and statements parsed and planned. The statements must write and lock nothing.
+   */
+  warm(statements: ReadonlyArray<{ name: string; query: CompiledQuery }>, connections: number): Promise<void>;
   poolStats(): PoolStats;
   close(): Promise<void>;
 }
@@ -73,6 +79,8 @@ export type Pooler = 'none' | 'transaction';
 export interface PostgresOptions {
   url: string;
   poolSize: number;
+  /** Connections kept open when idle (and opened by `warm`); default 0. */
+  poolMin?: number;
   statementTimeoutMs: number;
   /** Default `none`. */
   pooler?: Pooler;
@@ -112,6 +120,8 @@ export function openPostgres(options: PostgresOptions): Database {
   const pool = new pg.Pool({
     connectionString: options.url,
     max: options.poolSize,
+    // Kept through quiet spells: a burst after one must not pay connection set-up and re-parsing.
+    min: Math.min(options.poolMin ?? 0, options.poolSize),
     connectionTimeoutMillis: 5_000,
     idleTimeoutMillis: 30_000,
     ...(pooler === 'none' ? { statement_timeout: options.statementTimeoutMs } : {}),
@@ -181,6 +191,16 @@ export function openPostgres(options: PostgresOptions): Database {
     },
     transaction: (fn) => database.withSession((session) => inTransaction(session, fn, begin)),
     prepared: <R>(name: string, query: CompiledQuery) => runPrepared<R>(pool, name, query),
+    async warm(statements, connections) {
+      const clients = await Promise.all(Array.from({ length: Math.min(connections, options.poolSize) }, () => pool.connect()));
+      try {
+        await Promise.all(clients.map(async (client) => {
+          for (const { name, query } of statements) await runPrepared(client, name, query);
+        }));
+      } finally {
+        for (const client of clients) client.release();
+      }
+    },
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     close: async () => {
       await db.destroy();
@@ -265,6 +285,10 @@ export async function openPglite(
       }
     },
     prepared: async <R>(_name: string, query: CompiledQuery) => (await db.executeQuery<R>(query)).rows,
+    async warm(statements) {
+      // One session: running each once loads the catalog entries its first real use would.
+      for (const { name, query } of statements) await database.prepared(name, query);
+    },
     transaction: (fn) => database.withSession((session) => inTransaction(session, fn)),
     poolStats: () => ({ total: 1, idle: 1, waiting: 0 }),
     close: async () => {

@@ -1,6 +1,6 @@
-import { Global, Logger, Module, type OnApplicationShutdown } from '@nestjs/common';
+import { Global, Logger, Module, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import { sql } from 'kysely';
-import { CONFIG, ConfigError, type Config } from '#config';
+import { CONFIG, ConfigError, InjectConfig, type Config } from '#config';
 import { isUnavailable } from '#domain';
 import { Metrics } from '#metrics';
 import { AgentsRepository } from './agents.repository';
@@ -39,6 +39,7 @@ export async function openDatabase(config: Config, metrics?: Metrics): Promise<D
       : openPostgres({
           url: config.databaseUrl,
           poolSize: config.db.poolSize,
+          poolMin: config.db.poolMin,
           statementTimeoutMs: config.db.statementTimeoutMs,
           pooler: config.db.pooler,
           preparedStatements: config.db.preparedStatements,
@@ -118,8 +119,26 @@ async function migrateWhenReachable(database: Database, waitMs: number): Promise
   providers: [{ provide: DATABASE, inject: [CONFIG, Metrics], useFactory: openDatabase }, ...REPOSITORIES],
   exports: [DATABASE, ...REPOSITORIES],
 })
-export class DbModule implements OnApplicationShutdown {
-  constructor(@InjectDatabase() private readonly database: Database) {}
+export class DbModule implements OnApplicationBootstrap, OnApplicationShutdown {
+  constructor(
+    @InjectDatabase() private readonly database: Database,
+    private readonly agents: AgentsRepository,
+    private readonly envelopes: EnvelopesRepository,
+    @InjectConfig() private readonly config: Config,
+  ) {}
+
+  /**
+   * Before the listener opens: `ROOST_DB_POOL_MIN` connections with the per-request statements
+   * parsed and planned on each, so a fresh process's first requests do not queue behind connection
+   * set-up. A failure here only costs that head start.
+   */
+  async onApplicationBootstrap(): Promise<void> {
+    const accepts = this.config.role === 'all' || this.config.role === 'api';
+    const statements = [...this.agents.warmStatements(), ...(accepts ? this.envelopes.warmStatements() : [])];
+    await this.database.warm(statements, this.config.db.poolMin).catch((error: unknown) => {
+      logger.warn(`warming the database connections failed: ${(error as Error).message}`);
+    });
+  }
 
   async onApplicationShutdown(): Promise<void> {
     await this.database.close();

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { sql, type CompiledQuery, type Kysely, type RawBuilder, type Selectable } from 'kysely';
 import type { Database, SqlSession } from './database';
 import type { DB, EnvelopesTable, MailboxEntriesTable, MailboxesTable } from './schema';
 import { InjectDatabase } from './tokens';
@@ -41,13 +41,7 @@ export class EnvelopesRepository {
 
   /** Lock the recipients' mailbox rows in id order (no deadlock between multi-recipient sends). */
   lockMailboxes(trx: Tx, agentIds: readonly number[]): Promise<MailboxState[]> {
-    const sorted = [...agentIds].sort((a, b) => a - b);
-    const query = sql<MailboxState>`
-      select agent_id, last_seq, last_created_at from mailboxes
-      where agent_id = any(${sorted}::bigint[])
-      order by agent_id
-      for update`;
-    return trx.prepared('roost_lock_mailboxes', query.compile(this.db));
+    return trx.prepared('roost_lock_mailboxes', lockMailboxesSql(agentIds).compile(this.db));
   }
 
   /** Insert envelopes (in id order); returns the ids that were new. An existing id is skipped. */
@@ -77,11 +71,7 @@ export class EnvelopesRepository {
     entries: readonly EntryRow[],
     states: readonly MailboxState[],
   ): Promise<Set<string>> {
-    const query = sql<{ id: string }>`
-      with inserted as (${insertEnvelopesSql(envelopes)}),
-      entries as (${insertEntriesSql(entries)}),
-      advanced as (${advanceMailboxesSql(states)})
-      select id from inserted`;
+    const query = acceptBatchSql(envelopes, entries, states);
     const inserted = await trx.prepared<{ id: string }>('roost_accept_batch', query.compile(this.db));
     return new Set(inserted.map((row) => row.id));
   }
@@ -97,13 +87,7 @@ export class EnvelopesRepository {
     states: readonly MailboxState[],
     expectedSeqs: readonly number[],
   ): Promise<'written' | 'stale' | 'id_taken'> {
-    const query = sql<{ ok: boolean }>`
-      with inserted as (${insertEnvelopesSql(envelopes)}),
-      entries as (${insertEntriesSql(entries)}),
-      advanced as (${advanceMailboxesSql(states, expectedSeqs)})
-      select roost_assert_accept(
-        (select count(*) from advanced) = ${states.length}::bigint,
-        (select count(*) from inserted) = ${envelopes.length}::bigint) as ok`;
+    const query = acceptIfCurrentSql(envelopes, entries, states, expectedSeqs);
     try {
       await this.database.prepared('roost_accept_if_current', query.compile(this.db));
       return 'written';
@@ -129,6 +113,18 @@ export class EnvelopesRepository {
     return (await trx.prepared('roost_claim_files', query)).length;
   }
 
+  /**
+   * The accept path's named statements with empty arrays: each writes and locks nothing (the assert
+   * sees 0 = 0), so start-up can parse and plan them on every pooled connection (`Database.warm`).
+   */
+  warmStatements(): Array<{ name: string; query: CompiledQuery }> {
+    return [
+      { name: 'roost_accept_if_current', query: acceptIfCurrentSql([], [], [], []).compile(this.db) },
+      { name: 'roost_lock_mailboxes', query: lockMailboxesSql([]).compile(this.db) },
+      { name: 'roost_accept_batch', query: acceptBatchSql([], [], []).compile(this.db) },
+    ];
+  }
+
   /** The stored envelope with this id, for the idempotency decision of ASMTP.md §2.6. */
   findStored(id: string): Promise<StoredEnvelopeRow | undefined> {
     return this.db
@@ -137,6 +133,42 @@ export class EnvelopesRepository {
       .where('id', '=', id)
       .executeTakeFirst();
   }
+}
+
+function lockMailboxesSql(agentIds: readonly number[]): RawBuilder<MailboxState> {
+  const sorted = [...agentIds].sort((a, b) => a - b);
+  return sql<MailboxState>`
+      select agent_id, last_seq, last_created_at from mailboxes
+      where agent_id = any(${sorted}::bigint[])
+      order by agent_id
+      for update`;
+}
+
+function acceptBatchSql(
+  envelopes: readonly EnvelopeRow[],
+  entries: readonly EntryRow[],
+  states: readonly MailboxState[],
+): RawBuilder<{ id: string }> {
+  return sql<{ id: string }>`
+      with inserted as (${insertEnvelopesSql(envelopes)}),
+      entries as (${insertEntriesSql(entries)}),
+      advanced as (${advanceMailboxesSql(states)})
+      select id from inserted`;
+}
+
+function acceptIfCurrentSql(
+  envelopes: readonly EnvelopeRow[],
+  entries: readonly EntryRow[],
+  states: readonly MailboxState[],
+  expectedSeqs: readonly number[],
+): RawBuilder<{ ok: boolean }> {
+  return sql<{ ok: boolean }>`
+      with inserted as (${insertEnvelopesSql(envelopes)}),
+      entries as (${insertEntriesSql(entries)}),
+      advanced as (${advanceMailboxesSql(states, expectedSeqs)})
+      select roost_assert_accept(
+        (select count(*) from advanced) = ${states.length}::bigint,
+        (select count(*) from inserted) = ${envelopes.length}::bigint) as ok`;
 }
 
 /** Envelopes in id order (a consistent lock order between concurrent batches); `returning id`. */

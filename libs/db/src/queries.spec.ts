@@ -57,6 +57,7 @@ class RecordingDatabase {
       transaction: (fn) => fn(this.session),
       prepared: this.prepared,
       poolStats: () => ({ total: 0, idle: 0, waiting: 0 }),
+      warm: async () => undefined,
       close: () => db.destroy(),
     };
   }
