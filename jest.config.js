@@ -12,7 +12,8 @@ const swc = [
   },
 ];
 const moduleNameMapper = {
-  '^#(domain|config|db|schemas|http|core|bus|jobs|metrics|client)$': '<rootDir>/libs/$1/src',
+  '^#(domain|config|db|schemas|http|core|bus|jobs|metrics|client|mcp)$': '<rootDir>/libs/$1/src',
+  '^#(api|gateway|worker|roost)$': '<rootDir>/apps/$1/src',
 };
 const base = { transform: { '^.+\\.ts$': swc }, moduleNameMapper, testEnvironment: 'node' };
 

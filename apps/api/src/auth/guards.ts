@@ -5,11 +5,9 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
+import { AuthFailLimiter, AuthService, RateLimiter, type AdminScope, type Recipients } from '#core';
 import type { Agent } from '#domain';
 import { peekRecipientHandles, requestContext } from '#http';
-import { AuthFailLimiter } from './auth-fail-limiter';
-import { AuthService, type AdminScope, type Recipients } from './auth.service';
-import { RateLimiter } from './rate-limiter';
 
 type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope; recipients?: Recipients };
 
