@@ -9,6 +9,8 @@ import { AuthFailLimiter, AuthService, RateLimiter, type AdminScope, type Recipi
 import type { Agent } from '#domain';
 import { peekRecipientHandles, requestContext } from '#http';
 
+// The HTTP side of authentication (Fastify requests, request logs) lives with the REST app, so
+// libs/core keeps no HTTP types (docs/architecture.md, Layers).
 type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope; recipients?: Recipients };
 
 /** The address a request's failed authentications count against. */
