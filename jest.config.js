@@ -12,13 +12,14 @@ const swc = [
   },
 ];
 const moduleNameMapper = {
-  '^#(domain|config|db|schemas|http|core|bus|jobs|metrics|client)$': '<rootDir>/libs/$1/src',
+  '^#(domain|config|db|schemas|http|core|bus|jobs|metrics|client|mcp)$': '<rootDir>/libs/$1/src',
+  '^#(api|gateway|worker|roost)$': '<rootDir>/apps/$1/src',
 };
 const base = { transform: { '^.+\\.ts$': swc }, moduleNameMapper, testEnvironment: 'node' };
 
 module.exports = {
   projects: [
-    { ...base, displayName: 'small', testMatch: ['<rootDir>/{apps,libs,chaos}/**/*.spec.ts'] },
+    { ...base, displayName: 'small', testMatch: ['<rootDir>/{apps,libs,chaos}/**/*.spec.ts', '<rootDir>/test/architecture/*.spec.ts'] },
     {
       ...base,
       displayName: 'medium',

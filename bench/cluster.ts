@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
 import { ulid } from '#domain';
@@ -20,8 +21,6 @@ import { freePort, profileArgs, request, requireEnv, scratchDatabase } from './s
 const MAIN = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
 
 export type Role = 'api' | 'gateway' | 'all';
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The soft limit on open files of this process (the bench's own sockets count against it). */
 export function openFileLimit(pid: number | 'self' = 'self'): number {
@@ -294,8 +293,6 @@ export function notifyId(data: Buffer): string | undefined {
   if (data.length < NOTIFY_PREFIX.length + 26 || data.compare(NOTIFY_PREFIX, 0, NOTIFY_PREFIX.length, 0, NOTIFY_PREFIX.length) !== 0) return undefined;
   return data.toString('latin1', NOTIFY_PREFIX.length, NOTIFY_PREFIX.length + 26);
 }
-
-export { sleep };
 
 /** CPU seconds (user + system) a process has used so far. */
 export function cpuSeconds(pid: number): number {

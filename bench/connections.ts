@@ -1,6 +1,17 @@
 import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import WebSocket from 'ws';
-import { BenchCluster, connectUrl, cpuSeconds, openFileLimit, openSocket, openSockets, rssBytes, sleep, tcpExt, type RoostNode } from './cluster';
+import {
+  BenchCluster,
+  connectUrl,
+  cpuSeconds,
+  openFileLimit,
+  openSocket,
+  openSockets,
+  rssBytes,
+  tcpExt,
+  type RoostNode,
+} from './cluster';
 import { round } from './support';
 
 const SOCKETS = 10_000;

@@ -1,8 +1,9 @@
 import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { RedisFrameBus, type HeaderFrame } from '#bus';
 import { ulid } from '#domain';
-import { BenchCluster, connectUrl, cpuWindow, notifyId, openSocket, openSockets, sleep } from './cluster';
+import { BenchCluster, connectUrl, cpuWindow, notifyId, openSocket, openSockets } from './cluster';
 import { stats } from './push';
 import { request, round } from './support';
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { scanContent, ulid } from '#domain';
-import { ALL_CASES, CORPUS, corpusReport, DETECTOR_CODES } from '../libs/domain/src/guard/corpus';
+import { ALL_CASES, CORPUS, corpusReport, DETECTOR_CODES } from './data/guard-corpus';
 import { createAgent, loadLoop, request, round, scratchDatabase, startOperatorProcess, summary, type OperatorProcess } from './support';
 
 /**

@@ -2,10 +2,11 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { RoostClient } from '../libs/client/src/client';
+import { RoostClient } from '#client';
 import { createAgent, percentile, round, scratchDatabase, startOperatorProcess } from './support';
 
 // js-tiktoken's types resolve as ESM under node16; its CommonJS build is what runs (as in bench/triage.ts).
@@ -28,8 +29,6 @@ const INIT_WARMUP = 3;
 const WAKES = 60;
 const WAKE_WARMUP = 5;
 const TOKEN_BUDGET = 1200;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 function nodeBaseline(): Promise<number> {
   return new Promise((resolve, reject) => {

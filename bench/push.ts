@@ -1,6 +1,7 @@
 import { loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
-import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets, sleep } from './cluster';
+import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets } from './cluster';
 import { percentile, request, round } from './support';
 
 const RECIPIENTS = 50;

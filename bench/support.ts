@@ -4,7 +4,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import pg from 'pg';
+import { createDatabase, type ScratchDatabase } from './database';
 
 /** Shared pieces of the bench scenarios: a scratch database, an operator process, a load loop. */
 
@@ -14,25 +14,7 @@ export function requireEnv(name: string): string {
   return value;
 }
 
-export async function scratchDatabase(prefix: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const base = requireEnv('DATABASE_URL');
-  const name = `${prefix}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: base });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: base });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
+export const scratchDatabase = (prefix: string): Promise<ScratchDatabase> => createDatabase(requireEnv('DATABASE_URL'), prefix);
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

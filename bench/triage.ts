@@ -2,7 +2,7 @@
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { getEncoding } = require('js-tiktoken') as { getEncoding(name: 'o200k_base' | 'cl100k_base'): { encode(text: string): number[] } };
 import { deterministicUlid } from '#domain';
-import { triageBlock, triageLine, type TriageHeader } from '../libs/client/src/triage';
+import { triageBlock, triageLine, type TriageHeader } from '#client';
 
 /**
  * `npm run bench -- triage`: what 84 unread headers cost a model, measured with real tokenizers

@@ -1,42 +1,36 @@
 // Builds the publishable `@roost/cli` package (apps/cli/package.json): one esbuild bundle of
-// src/main.ts in dist/main.js. Inside the repository the CLI imports the SDK by relative path
-// (libs/client/src/*); here those imports become the `@roost/client` package, third-party packages
-// stay external (they are this package's dependencies), and the few pure helpers the CLI shares
-// with the operator (libs/mcp, libs/domain ids/handles) are bundled. The build fails when the
-// bundle would pull in anything else (server code), import an SDK module that @roost/client does
-// not export, or need a package apps/cli/package.json does not declare.
+// src/main.ts in dist/main.js. Inside the repository the CLI imports the SDK as `#client`; here that
+// becomes the `@roost/client` package, third-party packages stay external (they are this package's
+// dependencies), and the MCP server it shares with the operator (libs/mcp) is bundled. The build
+// fails when the bundle would pull in anything else (server code) or need a package
+// apps/cli/package.json does not declare.
 import { build } from 'esbuild';
 import { readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
-import { dirname, join, relative, resolve, sep } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..', '..');
-const clientSrc = join(root, 'libs', 'client', 'src');
 const readJson = (file) => JSON.parse(readFileSync(file, 'utf8'));
 const pkg = readJson(join(here, 'package.json'));
 const client = readJson(join(root, 'libs', 'client', 'package.json'));
 const rootPkg = readJson(join(root, 'package.json'));
 
 /** Source folders the bundle may contain: the CLI and pure code with no server dependency. */
-const BUNDLED = ['apps/cli/src/', 'libs/mcp/src/', 'libs/domain/src/ids.ts', 'libs/domain/src/handles.ts'];
+const BUNDLED = ['apps/cli/src/', 'libs/mcp/src/'];
 
-/** The modules `@roost/client` re-exports from its index (`export * from './x'`). */
-const exported = new Set([...readFileSync(join(clientSrc, 'index.ts'), 'utf8').matchAll(/^export \* from '\.\/([\w-]+)';$/gm)].map((m) => m[1]));
-
-const sdkAsPackage = {
-  name: 'roost-client-package',
+/**
+ * `#client` (the SDK's index) becomes the `@roost/client` package; `#mcp` is bundled from source.
+ * Any other `#` alias is server code and fails the build.
+ */
+const aliases = {
+  name: 'roost-aliases',
   setup(b) {
-    b.onResolve({ filter: /client\/src\// }, (args) => {
-      const target = resolve(args.resolveDir, args.path);
-      const rel = relative(clientSrc, target);
-      if (rel.startsWith('..') || rel.includes(sep)) return undefined;
-      const name = rel.replace(/\.(ts|js)$/, '');
-      if (!exported.has(name)) {
-        return { errors: [{ text: `libs/client/src/${name} is not exported by @roost/client (libs/client/src/index.ts); export it there or stop importing it` }] };
-      }
-      return { path: client.name, external: true };
+    b.onResolve({ filter: /^#/ }, (args) => {
+      if (args.path === '#client') return { path: client.name, external: true };
+      if (args.path === '#mcp') return { path: join(root, 'libs', 'mcp', 'src', 'index.ts') };
+      return { errors: [{ text: `${args.path} (imported by ${relative(root, args.importer)}) is server code; the CLI package may import only #client and #mcp` }] };
     });
   },
 };
@@ -61,7 +55,7 @@ const result = await build({
   format: 'cjs',
   target: 'node20',
   packages: 'external',
-  plugins: [noOperator, sdkAsPackage],
+  plugins: [noOperator, aliases],
   metafile: true,
   logLevel: 'warning',
 });

@@ -1,4 +1,5 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { TcpProxy } from './proxy';
 
 /** An upstream that echoes every byte back, like a request/response server would answer. */
@@ -47,7 +48,6 @@ const until = async (predicate: () => boolean, timeoutMs = 5_000) => {
     await new Promise((done) => setTimeout(done, 5));
   }
 };
-const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 test('with no fault, bytes pass both ways unchanged (a megabyte, with backpressure)', async () => {
   const c = await client();

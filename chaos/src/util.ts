@@ -1,6 +1,9 @@
+import { setTimeout as delay } from 'node:timers/promises';
+
 /** Small helpers shared by the chaos runner's parts. */
 
-export const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, Math.max(0, ms)));
+/** Node's timer, with a deadline already past (a negative wait) resolving at once. */
+export const sleep = (ms: number): Promise<void> => delay(Math.max(0, ms));
 
 /** A seeded PRNG (mulberry32): the same seed picks the same faults, targets and recipients. */
 export class Random {

@@ -1,4 +1,4 @@
-import { sleep } from './ulid';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Run } from './runner';
 import { connect } from './ws';
 import { envelope, fakeAwsKey, ORIGIN } from './wire';

@@ -1,6 +1,6 @@
 import { responseSchemaFor, responseViolations } from '#schemas';
 import { Failure, show } from './assert';
-import { sleep } from './ulid';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Reply<T = any> {
   method: string;

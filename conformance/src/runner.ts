@@ -1,6 +1,7 @@
 import { expectStatus, Failure, Skip } from './assert';
 import { Http, type Reply } from './http';
-import { randomName, sleep } from './ulid';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { randomName } from './util';
 import { connect, type ConnectOptions, type Socket } from './ws';
 
 export type Group = 'asmtp' | 'interop' | 'roost';

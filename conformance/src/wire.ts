@@ -1,4 +1,4 @@
-import { ulid } from './ulid';
+import { ulid } from '#client';
 
 /** A POST /messages body with a fresh id. */
 export function envelope(to: string | string[], fields: Record<string, unknown> = {}): Record<string, unknown> {

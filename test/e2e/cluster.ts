@@ -1,12 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import { ulid, type Cursor } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
 import { testRedisUrl } from '../support/services';
-import { connect, sleep, type Listener } from '../support/ws';
+import { connect, type Listener } from '../support/ws';
 
 /**
  * E2E helpers: real `node dist/apps/roost/src/main.js` processes on loopback (built by `npm run

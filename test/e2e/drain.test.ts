@@ -1,8 +1,9 @@
 import { connect as tcpConnect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { sleep, stopAll, TestProcess, type Exit, operatorEnv } from '../support/processes';
+import { stopAll, TestProcess, type Exit, operatorEnv } from '../support/processes';
 
 /**
  * SIGTERM drains as the README says, on a real process: requests already in flight finish; a

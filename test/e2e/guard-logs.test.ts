@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { detectSecret, ulid } from '#domain';
 import { TestClient, type Reply } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { freePort, ROOST_MAIN, sleep } from '../support/processes';
+import { freePort, ROOST_MAIN } from '../support/processes';
 import { testRedisUrl } from '../support/services';
 
 /**

@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { freePort, sleep, startAll, stopAll, TestProcess, operatorEnv } from '../support/processes';
+import { freePort, startAll, stopAll, TestProcess, operatorEnv } from '../support/processes';
 import { connect } from '../support/ws';
 
 /**

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { CompiledQuery, sql } from 'kysely';
 import pg from 'pg';
 import { runMigrations } from '../../apps/roost/src/migrate';
@@ -7,7 +8,7 @@ import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
 import { PgBouncer, pgbouncerBinary } from '../support/pgbouncer';
-import { ROOST_MAIN, sleep, startAll, stopAll, type TestProcess } from '../support/processes';
+import { ROOST_MAIN, startAll, stopAll, type TestProcess } from '../support/processes';
 import { testDatabaseUrl, testRedisUrl } from '../support/services';
 import { ResumingClient } from './cluster';
 

@@ -1,5 +1,5 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
-import { sleep } from '../support/ws';
 import {
   Cluster,
   mailboxHeaders,

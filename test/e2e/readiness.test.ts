@@ -1,9 +1,10 @@
 import { createServer, connect as tcpConnect, type Server, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { freePort, sleep, startAll, stopAll, TestProcess, operatorEnv } from '../support/processes';
+import { freePort, startAll, stopAll, TestProcess, operatorEnv } from '../support/processes';
 import { connect, type Listener } from '../support/ws';
 import { RedisServer } from './cluster';
 

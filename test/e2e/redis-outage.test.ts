@@ -1,8 +1,9 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { freePort, sleep, startAll, stopAll, TestProcess } from '../support/processes';
+import { freePort, startAll, stopAll, TestProcess } from '../support/processes';
 import { connect, type Listener } from '../support/ws';
 import { RedisServer } from './cluster';
 

@@ -1,7 +1,8 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { sleep, startAll, stopAll, type TestProcess } from '../support/processes';
+import { startAll, stopAll, type TestProcess } from '../support/processes';
 import { RedisServer } from './cluster';
 
 /**

@@ -1,12 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { ulid } from '#domain';
 import type { Reply } from '../support/client';
 import { envelope, startOperator, type TestOperator } from '../support/operator';
 import { digests, type TableDigests } from '../support/state';
-import { connect, refusal, sleep, type Listener } from '../support/ws';
+import { connect, refusal, type Listener } from '../support/ws';
 
 /**
  * The authorization matrix (issue 9; DESIGN.md invariants 6 and 7; ASMTP.md §1.3–§1.9;

@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { connect as tcp, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
 import pg from 'pg';
 import WebSocket from 'ws';
 import { responseSchemaFor, responseViolations } from '#schemas';
 import { envelope, startOperator, type TestOperator } from '../support/operator';
 import { digests, type TableDigests } from '../support/state';
-import { connect, sleep } from '../support/ws';
+import { connect } from '../support/ws';
 
 /**
  * Hostile input (issue 9; DESIGN.md invariant 6): property-based tests over every route and the

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import pg from 'pg';
 import { AuthService, UNKNOWN_TOKEN_WINDOW_MS } from '#core';
@@ -7,7 +8,7 @@ import { ulid } from '#domain';
 import { SocketLeases } from '../../apps/gateway/src/socket-leases';
 import { envelope, startOperator, type TestOperator } from '../support/operator';
 import { testRedisUrl } from '../support/services';
-import { connect, refusal, sleep, type Listener, type Refusal } from '../support/ws';
+import { connect, refusal, type Listener, type Refusal } from '../support/ws';
 import type { Reply } from '../support/client';
 import { RedisServer } from '../e2e/cluster';
 

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { FrameBus } from '#bus';
 import { ulid } from '#domain';
@@ -6,7 +7,7 @@ import { RetentionProcessor } from '../../apps/worker/src/retention.processor';
 import { freePort } from '../support/processes';
 import { envelope, startOperator, type TestOperator } from '../support/operator';
 import { testRedisUrl } from '../support/services';
-import { connect, sleep, type ConnectOptions, type Listener } from '../support/ws';
+import { connect, type ConnectOptions, type Listener } from '../support/ws';
 
 /**
  * Every metric of libs/metrics/src/metrics.ts, read back from `/metrics` as Prometheus text after

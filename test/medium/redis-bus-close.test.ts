@@ -1,7 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { RedisFrameBus, type FrameSubscriber } from '#bus';
 import { ulid } from '#domain';
 import { RedisServer } from '../e2e/cluster';
-import { sleep } from '../support/ws';
 
 /**
  * close() of the frame bus after a Redis outage, on a PRIVATE redis-server (killed and restarted

@@ -1,10 +1,11 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { RetentionRepository } from '#db';
 import { ulid, type Cursor } from '#domain';
 import { RetentionProcessor } from '../../apps/worker/src/retention.processor';
 import { startOperator, type TestOperator } from '../support/operator';
 import { testRedisUrl } from '../support/services';
-import { connect, sleep, type Listener } from '../support/ws';
+import { connect, type Listener } from '../support/ws';
 
 /**
  * Retention (EXTENSIONS.md §6, and `cursor.expired` of §1) on Postgres with Redis fan-out. Entries

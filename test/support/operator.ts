@@ -9,6 +9,11 @@ import { TestClient } from './client';
 import { createTestDatabase } from './database';
 import { testBackend, testRedisUrl } from './services';
 
+export interface TestAgent {
+  handle: string;
+  token: string;
+}
+
 export interface TestOperator {
   url: string;
   adminToken: string;
@@ -17,6 +22,8 @@ export interface TestOperator {
   app: NestFastifyApplication;
   /** Register an agent and return its token. */
   agent(handle: string, fields?: Record<string, unknown>): Promise<string>;
+  /** Register `@<owner>.<name>` for each name (policy open): `{ alice: { handle, token }, … }`. */
+  agents<N extends string>(owner: string, ...names: N[]): Promise<Record<N, TestAgent>>;
   close(): Promise<void>;
 }
 
@@ -65,16 +72,25 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Test
   const url = `http://127.0.0.1:${address.port}`;
   config.publicUrl = url;
   const client = new TestClient(url);
+  const agent = async (handle: string, fields: Record<string, unknown> = {}): Promise<string> => {
+    const reply = await client.post('/_admin/agents', { handle, policy: 'open', ...fields }, adminToken);
+    if (reply.status !== 201) throw new Error(`creating ${handle}: ${reply.status} ${reply.text}`);
+    return reply.body.token as string;
+  };
   return {
     url,
     adminToken,
     client,
     config,
     app,
-    async agent(handle, fields = {}) {
-      const reply = await client.post('/_admin/agents', { handle, policy: 'open', ...fields }, adminToken);
-      if (reply.status !== 201) throw new Error(`creating ${handle}: ${reply.status} ${reply.text}`);
-      return reply.body.token as string;
+    agent,
+    async agents<N extends string>(owner: string, ...names: N[]) {
+      const made = {} as Record<N, TestAgent>;
+      for (const name of names) {
+        const handle = `@${owner}.${name}`;
+        made[name] = { handle, token: await agent(handle) };
+      }
+      return made;
     },
     async close() {
       await app.close();

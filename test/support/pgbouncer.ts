@@ -2,8 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, chmodSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { freePort, sleep } from './processes';
+import { freePort } from './processes';
 
 /**
  * A private PgBouncer (Debian's `pgbouncer` package, installed in CI by .ci/pgbouncer.sh) on a free

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
 import { testRedisUrl } from './services';
 
@@ -17,8 +18,6 @@ const live = new Set<ChildProcess>();
 process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
-
-export const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 
 /** A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it). */
 export function freePort(): Promise<number> {

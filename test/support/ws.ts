@@ -155,4 +155,3 @@ export async function refusal(baseUrl: string, options: ConnectOptions = {}): Pr
   throw new Error('the upgrade was accepted');
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

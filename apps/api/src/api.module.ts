@@ -3,6 +3,7 @@ import { AdminAgentsController, AdminOrgsController } from './admin/admin.contro
 import { AdminService } from './admin/admin.service';
 import { AgentsController } from './agents/agents.controller';
 import { AgentsService } from './agents/agents.service';
+import { AdminGuard, AgentGuard, SenderGuard } from './auth/guards';
 import { FilesController } from './files/files.controller';
 import { FilesService } from './files/files.service';
 import { MailboxController } from './mailbox/mailbox.controller';
@@ -33,6 +34,6 @@ import { SearchService } from './search/search.service';
     AdminOrgsController,
     McpController,
   ],
-  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService, ReceiptsService, McpService, MailWatchService],
+  providers: [AgentGuard, SenderGuard, AdminGuard, MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService, ReceiptsService, McpService, MailWatchService],
 })
 export class ApiModule {}

@@ -1,4 +1,4 @@
-import { handleProblem, HANDLE_SHAPE, isAllowlistEntry } from '../../../libs/client/src/handles';
+import { HANDLE_SHAPE, handleProblem, isAllowlistEntry } from '#client';
 import { CliError, EXIT } from './output';
 
 /**

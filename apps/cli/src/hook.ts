@@ -1,9 +1,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { Transport } from '../../../libs/client/src/http';
-import type { Cursor, MailboxPage } from '../../../libs/client/src/types';
+import { Transport, triageLine, type Cursor, type MailboxPage, type TriageHeader } from '#client';
 import { resolveContext, writeJsonAtomic, type Flags } from './config';
-import { triageLine, type TriageHeader } from '../../../libs/client/src/triage';
 
 /**
  * `roost hook`: run by harness hooks (Claude Code, Codex) on session start, after every tool call
@@ -168,7 +166,7 @@ async function check(options: HookOptions): Promise<HookNews | undefined> {
     let fresh: TriageHeader[] = [];
     if (changed) {
       if (remoteNew || local !== state.local) {
-        const { RoostClient } = require('../../../libs/client/src/client') as typeof import('../../../libs/client/src/client');
+        const { RoostClient } = require('#client') as typeof import('#client');
         const { mirrorOnce } = require('./mailbox/mirror') as typeof import('./mailbox/mirror');
         const result = await mirrorOnce(new RoostClient({ url: ctx.url, token: ctx.token, userAgent: 'roost-hook' }), ctx.root!, ctx.agent);
         for (const sent of result.sent) notes.push(`sent ${sent.in_reply_to ? `your reply to ${sent.in_reply_to.slice(-6)}` : 'your message'} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`);

@@ -1,6 +1,4 @@
-import type { RoostClient } from '../../../libs/client/src/client';
-import { ENVELOPE_ID_RE } from '../../../libs/client/src/ulid';
-import type { Header } from '../../../libs/client/src/types';
+import { ENVELOPE_ID_RE, type Header, type RoostClient } from '#client';
 import { CliError, EXIT } from './output';
 
 const SUFFIX_RE = /^[0-9A-HJKMNP-TV-Z]{4,25}$/;

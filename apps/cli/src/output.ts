@@ -1,4 +1,4 @@
-import { RoostError } from '../../../libs/client/src/http';
+import { RoostError } from '#client';
 import { ConfigFileError } from './config';
 
 /**

@@ -1,4 +1,4 @@
-import { deterministicUlid } from '../../../libs/domain/src/ids';
+import { deterministicUlid } from '#client';
 import { AliasMap, deriveThread, importId, importKey, parseRecord, readLog, refusalSummary, sampId, splitThreadPrefix, type SampRecord } from './samp';
 
 describe('SAMP v1 records', () => {

@@ -1,5 +1,4 @@
-import { RoostAdminClient, RoostClient } from '../../../libs/client/src/client';
-import { handleProblem } from '../../../libs/client/src/handles';
+import { handleProblem, RoostAdminClient, RoostClient } from '#client';
 import { resolveContext, type Context, type Flags } from './config';
 import { CliError, EXIT, printer, type ErrorContext, type Printer } from './output';
 

@@ -4,9 +4,9 @@ import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { Logger } from 'pino';
 import type { Config } from '#config';
+import { RoostWsAdapter } from '#gateway';
 import { AsmtpErrorFilter, createHttpAdapter, createLogger, observeRequests, PinoNestLogger, type HttpDrain } from '#http';
 import { Metrics } from '#metrics';
-import { RoostWsAdapter } from '../../gateway/src/ws-adapter';
 import { RoostModule } from './roost.module';
 
 export interface RoostApp {

@@ -1,12 +1,12 @@
 import { Module, type DynamicModule, type Type } from '@nestjs/common';
-import { ApiModule } from '../../api/src/api.module';
-import { GatewayModule } from '../../gateway/src/gateway.module';
-import { WorkerModule } from '../../worker/src/worker.module';
+import { ApiModule } from '#api';
 import { BusModule } from '#bus';
 import { ConfigModule, type Config, type Role } from '#config';
 import { CoreModule } from '#core';
 import { DbModule } from '#db';
+import { GatewayModule } from '#gateway';
 import { MetricsModule } from '#metrics';
+import { WorkerModule } from '#worker';
 import { MetricsListener } from './ops/metrics.listener';
 import { MetricsController, OpsController } from './ops/ops.controller';
 import { OpsService } from './ops/ops.service';

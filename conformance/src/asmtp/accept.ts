@@ -1,6 +1,6 @@
 import { caps } from '../caps';
 import { eq, expectError, expectStatus, Failure, isInt, ok } from '../assert';
-import { ulid } from '../ulid';
+import { ulid } from '#client';
 import { envelope, without } from '../wire';
 import { allow, idIsFree, inbox } from './helpers';
 import { item } from './item';

@@ -1,7 +1,7 @@
 import { caps } from '../caps';
 import { eq, expectError, expectStatus, hasNoKey, ok } from '../assert';
 import type { Agent, T } from '../runner';
-import { ulid } from '../ulid';
+import { ulid } from '#client';
 import { envelope, MIB, multipart, PNG, type Part } from '../wire';
 import { inbox } from './helpers';
 import { item } from './item';

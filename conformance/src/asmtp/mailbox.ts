@@ -1,7 +1,8 @@
 import { caps } from '../caps';
 import { eq, expectError, expectStatus, Failure, hasNoKey, ok } from '../assert';
 import type { Agent, T } from '../runner';
-import { compareKeys, ulid } from '../ulid';
+import { ulid } from '#client';
+import { compareKeys } from '../util';
 import { envelope, ORIGIN } from '../wire';
 import { item } from './item';
 

@@ -1,6 +1,6 @@
 import { eq, expectStatus, Failure, hasNoKey, ok } from '../assert';
 import { refusal } from '../ws';
-import { ulid } from '../ulid';
+import { ulid } from '#client';
 import { envelope } from '../wire';
 import { item } from './item';
 

@@ -1,5 +1,5 @@
 import { eq, expectError, expectStatus, ok } from '../assert';
-import { ulid } from '../ulid';
+import { ulid } from '#client';
 import { envelope } from '../wire';
 import { read, unread } from './helpers';
 import { item } from './item';

@@ -1,5 +1,5 @@
 import { eq, expectError, expectStatus, hasNoKey, ok } from '../assert';
-import { ulid } from '../ulid';
+import { ulid } from '#client';
 import { envelope } from '../wire';
 import { item } from './item';
 

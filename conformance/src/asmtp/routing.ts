@@ -1,6 +1,6 @@
 import { eq, expectError, expectStatus, Failure, ok } from '../assert';
 import type { Reply } from '../http';
-import { ulid } from '../ulid';
+import { ulid } from '#client';
 import { envelope } from '../wire';
 import { item } from './item';
 

@@ -1,7 +1,7 @@
 import { caps } from '../caps';
 import { eq, expectError, expectStatus, ok } from '../assert';
 import type { Agent, T } from '../runner';
-import { compareKeys, randomName } from '../ulid';
+import { compareKeys, randomName } from '../util';
 import { envelope } from '../wire';
 import { allow } from './helpers';
 import { item } from './item';

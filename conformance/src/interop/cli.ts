@@ -1,6 +1,6 @@
 import { Failure, keyOrder, show } from '../assert';
 import type { Http, Reply } from '../http';
-import { uuid } from '../ulid';
+import { uuid } from '../util';
 import { LISTING_KEYS } from '../wire';
 
 /** What the ASMTP CLI 0.3.7 sends on every request (ASMTP.md §8.3). */

@@ -1,7 +1,9 @@
 import { caps } from '../caps';
 import { eq, expectStatus, Failure, keyOrder, ok, show } from '../assert';
 import { test, type Agent, type T } from '../runner';
-import { compareKeys, sleep, ulid } from '../ulid';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ulid } from '#client';
+import { compareKeys } from '../util';
 import { ACCEPTED_KEYS, ADMIN_AGENT_KEYS, BODY_KEYS, FACT_KEYS, FRAME_KEYS, LISTING_KEYS, multipart, PDF, PNG } from '../wire';
 import { checkHeaders, checkNextCursor, CliHttp, cliErrorCode, USER_AGENT } from './cli';
 import { CliListener } from './listen';

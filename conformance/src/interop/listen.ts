@@ -1,6 +1,6 @@
 import { Failure, show } from '../assert';
 import type { Http } from '../http';
-import { compareKeys } from '../ulid';
+import { compareKeys } from '../util';
 import { connect, type Socket } from '../ws';
 import { checkHeaders, checkNextCursor, CliHttp, USER_AGENT, cliAcceptsHeader } from './cli';
 

@@ -1,6 +1,6 @@
 import { eq, Failure, ok } from '../assert';
 import type { Reply } from '../http';
-import { sleep } from '../ulid';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { roost } from './quirks';
 
 /** EXTENSIONS.md §7: the per-agent rate limit (token bucket, default 100/s sustained, burst 300). */

@@ -1,7 +1,8 @@
 import { caps } from '../caps';
 import { eq, expectError, expectStatus, ok } from '../assert';
 import { test, type T } from '../runner';
-import { randomName, sleep } from '../ulid';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { randomName } from '../util';
 import { connect, type Socket } from '../ws';
 import { envelope } from '../wire';
 import { inbox, unread } from '../asmtp/helpers';

@@ -1,7 +1,7 @@
 import { caps } from '../caps';
 import { eq, expectError, expectStatus, hasNoKey, ok } from '../assert';
 import type { T } from '../runner';
-import { ulid } from '../ulid';
+import { ulid } from '#client';
 import { envelope } from '../wire';
 import { unread } from '../asmtp/helpers';
 import { roost } from './quirks';

@@ -1,7 +1,7 @@
 import { caps } from '../caps';
 import { eq, Failure, ok } from '../assert';
 import type { Agent, T } from '../runner';
-import { compareKeys } from '../ulid';
+import { compareKeys } from '../util';
 import { refusal, type Socket } from '../ws';
 import { envelope, ORIGIN } from '../wire';
 import { roost } from './quirks';

@@ -1,7 +1,7 @@
 import { caps } from '../caps';
 import { eq, expectError, expectStatus, Failure, ok } from '../assert';
 import type { Agent, T } from '../runner';
-import { sleep } from '../ulid';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { roost } from './quirks';
 
 /** EXTENSIONS.md §3: schedules (repeated and delayed deliveries). */

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
 import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber, type HeaderFrame, type StreamStats } from './bus';
@@ -402,7 +403,6 @@ export class RedisFrameBus extends FrameBus {
 /** What a read-loop wait yields once close() has begun. */
 const CLOSED = Symbol('closed');
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Order of two stream ids `<ms>-<n>`. */
 function compareStreamIds(a: string, b: string): number {

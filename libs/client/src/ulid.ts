@@ -1,11 +1,13 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 /**
- * Envelope ids are chosen by the client (ASMTP.md §2.1): upper-case Crockford ULIDs starting `01`.
- * Kept here rather than imported so the published package stands alone.
+ * Envelope ids are chosen by the client (ASMTP.md §1.1, §2.1): upper-case Crockford ULIDs starting
+ * `01`. This is Roost's one ULID implementation: the published SDK must stand alone, and the
+ * operator (libs/domain) and the conformance suite use it from here.
  */
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
-export const ENVELOPE_ID_RE = /^01[0-9A-HJKMNP-TV-Z]{24}$/;
+export const ENVELOPE_ID_PATTERN = '^01[0-9A-HJKMNP-TV-Z]{24}$';
+export const ENVELOPE_ID_RE = new RegExp(ENVELOPE_ID_PATTERN);
 
 export const isEnvelopeId = (value: unknown): value is string => typeof value === 'string' && ENVELOPE_ID_RE.test(value);
 
@@ -19,6 +21,7 @@ function encodeTime(ms: number): string {
   return out;
 }
 
+/** 80 bits → 16 Crockford characters. */
 function encodeRandom(bytes: Uint8Array): string {
   let out = '';
   let acc = 0;
@@ -41,17 +44,28 @@ let lastRandom = new Uint8Array(10);
 /** A monotonic ULID: ids minted in the same millisecond sort in minting order. */
 export function ulid(now: number = Date.now()): string {
   if (now <= lastTime) {
+    const next = Uint8Array.from(lastRandom);
     for (let i = 9; i >= 0; i--) {
-      if (lastRandom[i] === 255) {
-        lastRandom[i] = 0;
+      if (next[i] === 255) {
+        next[i] = 0;
         continue;
       }
-      lastRandom[i]++;
+      next[i]++;
       break;
     }
-    return encodeTime(lastTime) + encodeRandom(lastRandom);
+    lastRandom = next;
+    return encodeTime(lastTime) + encodeRandom(next);
   }
   lastTime = now;
   lastRandom = new Uint8Array(randomBytes(10));
   return encodeTime(now) + encodeRandom(lastRandom);
+}
+
+/**
+ * A ULID derived from a key: the same key and time always give the same id, so a retried
+ * firing or a re-import replays idempotently instead of minting a second envelope.
+ */
+export function deterministicUlid(key: string, timeMs: number): string {
+  const digest = createHash('sha256').update(key).digest();
+  return encodeTime(timeMs) + encodeRandom(digest.subarray(0, 10));
 }

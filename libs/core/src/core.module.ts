@@ -6,12 +6,11 @@ import { AuthService } from './auth.service';
 import { Clock } from './clock';
 import { ContentGuard } from './content-guard';
 import { RateLimiter } from './rate-limiter';
-import { AdminGuard, AgentGuard, SenderGuard } from './guards';
 
 /** Services more than one role needs: authentication and the accept path. */
 @Global()
 @Module({
-  providers: [AuthService, AgentGuard, SenderGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard, AuthFailLimiter],
-  exports: [AuthService, AgentGuard, SenderGuard, AdminGuard, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard, AuthFailLimiter],
+  providers: [AuthService, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard, AuthFailLimiter],
+  exports: [AuthService, AcceptBatcher, AcceptService, Clock, RateLimiter, ContentGuard, AuthFailLimiter],
 })
 export class CoreModule {}

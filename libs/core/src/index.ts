@@ -7,7 +7,6 @@ export * from './clock';
 export * from './content-guard';
 export * from './core.module';
 export * from './envelope-input';
-export * from './guards';
 export * from './rate-limiter';
 export * from './redis-outage';
 export * from './unknown-tokens';

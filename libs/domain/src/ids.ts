@@ -1,72 +1,7 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { ulid } from '#client';
 
-/** Envelope id grammar (ASMTP.md §1.1): upper-case Crockford ULID starting `01`. */
-export const ENVELOPE_ID_PATTERN = '^01[0-9A-HJKMNP-TV-Z]{24}$';
-const ENVELOPE_ID_RE = new RegExp(ENVELOPE_ID_PATTERN);
-
-export const isEnvelopeId = (value: unknown): value is string =>
-  typeof value === 'string' && ENVELOPE_ID_RE.test(value);
-
-const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
-
-function encodeTime(ms: number): string {
-  let out = '';
-  let rest = Math.floor(ms);
-  for (let i = 0; i < 10; i++) {
-    out = CROCKFORD[rest % 32] + out;
-    rest = Math.floor(rest / 32);
-  }
-  return out;
-}
-
-/** 80 bits → 16 Crockford characters. */
-function encodeRandom(bytes: Uint8Array): string {
-  let out = '';
-  let acc = 0;
-  let bits = 0;
-  for (let i = 0; i < 10; i++) {
-    acc = (acc << 8) | bytes[i];
-    bits += 8;
-    while (bits >= 5) {
-      bits -= 5;
-      out += CROCKFORD[(acc >> bits) & 31];
-    }
-    acc &= (1 << bits) - 1;
-  }
-  return out;
-}
-
-let lastTime = -1;
-let lastRandom = new Uint8Array(10);
-
-/** A monotonic ULID: ids minted in the same millisecond sort in minting order. */
-export function ulid(now: number = Date.now()): string {
-  if (now <= lastTime) {
-    const next = Uint8Array.from(lastRandom);
-    for (let i = 9; i >= 0; i--) {
-      if (next[i] === 255) {
-        next[i] = 0;
-        continue;
-      }
-      next[i]++;
-      break;
-    }
-    lastRandom = next;
-    return encodeTime(lastTime) + encodeRandom(next);
-  }
-  lastTime = now;
-  lastRandom = new Uint8Array(randomBytes(10));
-  return encodeTime(now) + encodeRandom(lastRandom);
-}
-
-/**
- * A ULID derived from a key: the same key and time always give the same id, so a retried
- * firing or a re-import replays idempotently instead of minting a second envelope.
- */
-export function deterministicUlid(key: string, timeMs: number): string {
-  const digest = createHash('sha256').update(key).digest();
-  return encodeTime(timeMs) + encodeRandom(digest.subarray(0, 10));
-}
+// The envelope id grammar and the ULID minting are the wire's: one implementation, in the SDK.
+export { deterministicUlid, ENVELOPE_ID_PATTERN, isEnvelopeId, ulid } from '#client';
 
 export const FILE_ID_PATTERN = '^file_[0-9A-HJKMNP-TV-Z]{26}$';
 const FILE_ID_RE = new RegExp(FILE_ID_PATTERN);

@@ -1,5 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { RoostError } from '../../client/src/http';
+import { RoostError } from '#client';
 
 /** A refusal the tools raise themselves (bad combination of arguments, unknown short id). */
 export class ToolRefusal extends Error {

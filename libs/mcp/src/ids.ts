@@ -1,5 +1,4 @@
-import type { RoostClient } from '../../client/src/client';
-import { ENVELOPE_ID_RE } from '../../client/src/ulid';
+import { ENVELOPE_ID_RE, type RoostClient } from '#client';
 import { ToolRefusal } from './errors';
 
 const SUFFIX_RE = /^[0-9A-HJKMNP-TV-Z]{4,25}$/;

@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { RoostClient } from '../../client/src/client';
+import { RoostClient } from '#client';
 import { createRoostMcpServer } from './server';
 
 // js-tiktoken's CommonJS build, as in bench/triage.ts.

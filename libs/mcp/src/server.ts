@@ -1,10 +1,18 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod/v4';
-import type { Draft, RoostClient } from '../../client/src/client';
-import { renderEnvelope } from '../../client/src/render';
-import { shortId, triageLine } from '../../client/src/triage';
-import { RECEIPT_STATUSES, type ContentPart, type Cursor, type Header, type ReceiptStatus } from '../../client/src/types';
+import {
+  RECEIPT_STATUSES,
+  renderEnvelope,
+  shortId,
+  triageLine,
+  type ContentPart,
+  type Cursor,
+  type Draft,
+  type Header,
+  type ReceiptStatus,
+  type RoostClient,
+} from '#client';
 import { toolError, ToolRefusal } from './errors';
 import { resolveId } from './ids';
 import type { MailWatch } from './watch';

@@ -1,7 +1,4 @@
-import { MemoryCursorStore, ORIGIN } from '../../client/src/cursor';
-import { isHeader, Listener } from '../../client/src/listener';
-import { RoostError } from '../../client/src/http';
-import type { Cursor } from '../../client/src/types';
+import { isHeader, Listener, MemoryCursorStore, ORIGIN, RoostError, type Cursor } from '#client';
 
 /**
  * What `wait_for_mail` blocks on: the push path, never polling. An implementation resolves `true`

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The compiled CLI (`npm run build`), run as a real process with its own XDG folders. */
 export const CLI = resolve(__dirname, '../../../dist/apps/cli/src/main.js');
@@ -64,8 +65,6 @@ export function cliHome(base: Record<string, string> = {}): CliHome {
   };
   return home;
 }
-
-export const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 export async function until<T>(probe: () => T | undefined | Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
   const deadline = Date.now() + timeoutMs;

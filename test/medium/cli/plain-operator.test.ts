@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { Listener, ulid, type DeliveredFrame, type Header, type ListenerEvent } from '#client';
 
@@ -66,7 +67,6 @@ async function fakeOperator(): Promise<FakeOperator> {
   return fake;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 async function until(check: () => boolean, timeoutMs: number, what: string) {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {

@@ -1,6 +1,7 @@
 import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Listener, RoostAdminClient, RoostClient, RoostError, ulid, type DeliveredFrame, type ListenerEnd } from '#client';
 import { startOperator, type TestOperator } from '../../support/operator';
 
@@ -19,8 +20,6 @@ async function agent(handle: string): Promise<RoostClient> {
   const created = await admin.createAgent(handle, { policy: 'open' });
   return new RoostClient({ url: op.url, token: created.token });
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
   const deadline = Date.now() + timeoutMs;

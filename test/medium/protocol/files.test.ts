@@ -42,15 +42,8 @@ describe('files', () => {
   });
   afterAll(async () => op?.close());
 
-  async function agents<N extends string>(...names: N[]): Promise<Record<N, { handle: string; token: string }>> {
-    const owner = `files${++owners}`;
-    const out = {} as Record<N, { handle: string; token: string }>;
-    for (const name of names) {
-      const handle = `@${owner}.${name}`;
-      out[name] = { handle, token: await op.agent(handle) };
-    }
-    return out;
-  }
+  /** Fresh agents (policy open) under an owner no other test uses. */
+  const agents = <N extends string>(...names: N[]) => op.agents(`files${++owners}`, ...names);
 
   function post(token: string, body: Buffer | string, contentType?: string) {
     return op.client.request('POST', '/files', {

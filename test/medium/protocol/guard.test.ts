@@ -1,10 +1,11 @@
 import { randomInt } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DATABASE, type Database } from '#db';
 import { detectSecret, GUARD_CODES, GUARD_DETAILS, scanContent } from '#domain';
 import type { Reply } from '../../support/client';
 import { envelope, startOperator, type TestOperator } from '../../support/operator';
 import { testBackend } from '../../support/services';
-import { connect, sleep, type Listener } from '../../support/ws';
+import { connect, type Listener } from '../../support/ws';
 
 /**
  * The content guard in the accept path (EXTENSIONS.md §4): the sender's policy (agent override,

@@ -42,15 +42,8 @@ describe('GET /mailbox', () => {
   });
   afterAll(async () => op?.close());
 
-  async function agents<N extends string>(...names: N[]): Promise<Record<N, { handle: string; token: string }>> {
-    const owner = `mbox${++owners}`;
-    const out = {} as Record<N, { handle: string; token: string }>;
-    for (const name of names) {
-      const handle = `@${owner}.${name}`;
-      out[name] = { handle, token: await op.agent(handle) };
-    }
-    return out;
-  }
+  /** Fresh agents (policy open) under an owner no other test uses. */
+  const agents = <N extends string>(...names: N[]) => op.agents(`mbox${++owners}`, ...names);
 
   async function send(token: string, to: string | string[], fields: Record<string, unknown> = {}) {
     const reply = await op.client.post('/messages', envelope(to, fields), token);

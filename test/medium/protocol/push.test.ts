@@ -1,9 +1,10 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { FrameBus } from '#bus';
 import { AuthService } from '#core';
 import { ulid } from '#domain';
 import { envelope, startOperator, type TestOperator } from '../../support/operator';
 import { testBackend } from '../../support/services';
-import { connect, refusal, sleep, type ConnectOptions, type Listener } from '../../support/ws';
+import { connect, refusal, type ConnectOptions, type Listener } from '../../support/ws';
 
 /**
  * Realtime delivery on `/connect` (ASMTP.md §6, §10 #63–73; EXTENSIONS.md §1). On Postgres the

@@ -15,16 +15,8 @@ describe('reading envelopes and read state', () => {
   });
   afterAll(async () => op?.close());
 
-  /** Fresh agents (policy open) under an owner no other test uses: `{ alice: {handle, token}, … }`. */
-  async function agents<N extends string>(...names: N[]): Promise<Record<N, { handle: string; token: string }>> {
-    const owner = `read${++owners}`;
-    const out = {} as Record<N, { handle: string; token: string }>;
-    for (const name of names) {
-      const handle = `@${owner}.${name}`;
-      out[name] = { handle, token: await op.agent(handle) };
-    }
-    return out;
-  }
+  /** Fresh agents (policy open) under an owner no other test uses. */
+  const agents = <N extends string>(...names: N[]) => op.agents(`read${++owners}`, ...names);
 
   async function send(token: string, to: string | string[], fields: Record<string, unknown> = {}): Promise<string> {
     const reply = await op.client.post('/messages', envelope(to, fields), token);

@@ -1,7 +1,7 @@
 import { DATABASE, type Database } from '#db';
 import { RECEIPT_STATUSES, ulid } from '#domain';
 import type { Reply } from '../../support/client';
-import { envelope, startOperator, type TestOperator } from '../../support/operator';
+import { envelope, startOperator, type TestAgent as Agent, type TestOperator } from '../../support/operator';
 import { testBackend } from '../../support/services';
 import { connect, type Listener } from '../../support/ws';
 
@@ -33,20 +33,6 @@ const expectError = (reply: Reply, status: number, code: string, what = '') => {
   expect({ what, status: reply.status, code: reply.body?.error?.code }).toEqual({ what, status, code });
 };
 
-interface Agent {
-  handle: string;
-  token: string;
-}
-
-/** Agents `@<owner>.<name>` (policy open). */
-async function agents<N extends string>(owner: string, ...names: N[]): Promise<Record<N, Agent>> {
-  const made = {} as Record<N, Agent>;
-  for (const name of names) {
-    const handle = `@${owner}.${name}`;
-    made[name] = { handle, token: await op.agent(handle) };
-  }
-  return made;
-}
 
 /** POST /messages expecting 202; returns the 202 body. */
 async function sent(from: Agent, body: Record<string, unknown>): Promise<{ id: string; created_at: number }> {
@@ -109,7 +95,7 @@ async function status(agent: Agent, envelopeId: string): Promise<Reply> {
 
 describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
   it('accepts every status from a recipient: 201 with the receipt object; the status route shows each in turn', async () => {
-    const { alice, bob } = await agents('rc1', 'alice', 'bob');
+    const { alice, bob } = await op.agents('rc1', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle, { subject: 'deploy?' }));
     const posted: any[] = [];
     for (const value of RECEIPT_STATUSES) {
@@ -129,7 +115,7 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
   });
 
   it('keeps a note (up to 2000 characters, counted as characters) in the 201, the listing and the receipt part', async () => {
-    const { alice, bob } = await agents('rc2', 'alice', 'bob');
+    const { alice, bob } = await op.agents('rc2', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle));
     const short = await receipt(bob, original.id, { status: 'needs_confirmation', note: 'which region?' });
     expect(short.note).toBe('which region?');
@@ -152,7 +138,7 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
   });
 
   it('is idempotent with a client id: the retry returns the same 201 body and stores one envelope; another body under that id is 409', async () => {
-    const { alice, bob } = await agents('rc3', 'alice', 'bob');
+    const { alice, bob } = await op.agents('rc3', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle));
     const id = ulid();
     const counted = await metric('roost_receipts_total', { status: 'applied' });
@@ -182,7 +168,7 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
   });
 
   it('is 404 for a non-recipient, for the sender and for an unknown envelope, 400 for a malformed id; nothing is stored', async () => {
-    const { alice, bob, mallory } = await agents('rc4', 'alice', 'bob', 'mallory');
+    const { alice, bob, mallory } = await op.agents('rc4', 'alice', 'bob', 'mallory');
     const original = await sent(alice, envelope(bob.handle));
     const before = await envelopeCount();
     const counted = await metric('roost_receipts_total');
@@ -209,7 +195,7 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
   });
 
   it('is 400 INVALID_RECEIPT for a bad status or note; nothing is stored', async () => {
-    const { alice, bob } = await agents('rc5', 'alice', 'bob');
+    const { alice, bob } = await op.agents('rc5', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle));
     const before = await envelopeCount();
     for (const [what, body] of [
@@ -231,7 +217,7 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
 
 describe('a roost.receipt/v1 part through plain POST /messages is validated the same way', () => {
   it('refuses a receipt to someone other than the sender, for an unknown or unreceived envelope, and any bad part with 400 INVALID_RECEIPT', async () => {
-    const { alice, bob, carol } = await agents('rc6', 'alice', 'bob', 'carol');
+    const { alice, bob, carol } = await op.agents('rc6', 'alice', 'bob', 'carol');
     const original = await sent(alice, envelope(bob.handle));
     const carols = await sent(carol, envelope(alice.handle));
     const before = await envelopeCount();
@@ -267,7 +253,7 @@ describe('a roost.receipt/v1 part through plain POST /messages is validated the 
   });
 
   it('a valid posted receipt is a receipt: header extension, delivery status, receipts listing and metric', async () => {
-    const { alice, bob } = await agents('rc7', 'alice', 'bob');
+    const { alice, bob } = await op.agents('rc7', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle));
     const counted = await metric('roost_receipts_total', { status: 'rejected' });
     const posted = await sent(
@@ -289,7 +275,7 @@ describe('a roost.receipt/v1 part through plain POST /messages is validated the 
 
 describe('GET /messages/{id}/receipts and /status', () => {
   it('is append-only with the latest receipt winning: every receipt listed oldest first, status shows the latest', async () => {
-    const { alice, bob, carol } = await agents('rc8', 'alice', 'bob', 'carol');
+    const { alice, bob, carol } = await op.agents('rc8', 'alice', 'bob', 'carol');
     const original = await sent(alice, envelope([bob.handle, carol.handle]));
     const sequence = ['deferred', 'needs_confirmation', 'accepted', 'applied'];
     const bobs: any[] = [];
@@ -315,7 +301,7 @@ describe('GET /messages/{id}/receipts and /status', () => {
   });
 
   it('status: the sender sees every recipient in recipient order (to then cc, as in the 202), a recipient only its own row, anyone else 404', async () => {
-    const { alice, bob, carol, dave, eve } = await agents('rc9', 'alice', 'bob', 'carol', 'dave', 'eve');
+    const { alice, bob, carol, dave, eve } = await op.agents('rc9', 'alice', 'bob', 'carol', 'dave', 'eve');
     // Mailboxes of different lengths: rows still follow the envelope's recipients, not entry order.
     for (let i = 0; i < 3; i++) await sent(eve, envelope(bob.handle));
     const original = await sent(alice, envelope([bob.handle, carol.handle], { cc: [dave.handle, bob.handle] }));
@@ -348,7 +334,7 @@ describe('GET /messages/{id}/receipts and /status', () => {
   });
 
   it('status: read and updated_at follow the read and the latest receipt; a receipt does not mark read, the sender reading marks nothing', async () => {
-    const { alice, bob, carol } = await agents('rc10', 'alice', 'bob', 'carol');
+    const { alice, bob, carol } = await op.agents('rc10', 'alice', 'bob', 'carol');
     const original = await sent(alice, envelope([bob.handle, carol.handle]));
     const rows = async () => (await status(alice, original.id)).body.recipients as any[];
     expect(await rows()).toEqual([
@@ -387,7 +373,7 @@ describe('GET /messages/{id}/receipts and /status', () => {
 
 describe('receipts are ordinary envelopes', () => {
   it('land in the sender’s mailbox with in_reply_to and the receipt header, are pushed, and a plain ASMTP client sees ordinary data envelopes', async () => {
-    const { alice, bob } = await agents('rc11', 'alice', 'bob');
+    const { alice, bob } = await op.agents('rc11', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle, { subject: 'ship it?' }));
     const socket = await connect(op.url, { token: alice.token });
     sockets.push(socket);
@@ -456,7 +442,7 @@ describe('receipts are ordinary envelopes', () => {
   });
 
   it('a receipt through plain POST /messages is pushed with the receipt extension too', async () => {
-    const { alice, bob } = await agents('rc12', 'alice', 'bob');
+    const { alice, bob } = await op.agents('rc12', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle));
     const socket = await connect(op.url, { token: alice.token });
     sockets.push(socket);
@@ -468,7 +454,7 @@ describe('receipts are ordinary envelopes', () => {
   });
 
   it('roost_receipts_total counts stored receipts by status', async () => {
-    const { alice, bob } = await agents('rc13', 'alice', 'bob');
+    const { alice, bob } = await op.agents('rc13', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle));
     const before = Object.fromEntries(await Promise.all(RECEIPT_STATUSES.map(async (s) => [s, await metric('roost_receipts_total', { status: s })] as const)));
     await receipt(bob, original.id, { status: 'accepted' });

@@ -1,8 +1,9 @@
 import { Controller, Delete, Get, HttpCode, Param, Patch, Post, Req, UseGuards } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
-import { AdminGuard, CurrentAdmin, type AdminScope } from '#core';
+import type { AdminScope } from '#core';
 import { AsmtpError } from '#domain';
 import { JsonBody, jsonBody } from '#http';
+import { AdminGuard, CurrentAdmin } from '../auth/guards';
 import { AdminService } from './admin.service';
 
 /** `/_admin/agents…` (ASMTP.md §1.4): auth, then path handle, then 404, then the body. */

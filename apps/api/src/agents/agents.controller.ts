@@ -1,7 +1,7 @@
 import { Controller, Delete, Get, Header, HttpCode, Param, Patch, Post, UseGuards } from '@nestjs/common';
-import { AgentGuard, CurrentAgent } from '#core';
 import { parseBlocksQuery, type Agent, type QueryPairs } from '#domain';
 import { JsonBody, Query } from '#http';
+import { AgentGuard, CurrentAgent } from '../auth/guards';
 import { AgentsService } from './agents.service';
 
 /** `/agents/me*` and discovery. Static `/agents/me/…` routes shadow discovery of `@me.*` (§3.8). */

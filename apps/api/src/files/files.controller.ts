@@ -1,8 +1,8 @@
 import { Controller, Get, HttpCode, Param, Post, Req, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AgentGuard, CurrentAgent } from '#core';
 import type { Agent } from '#domain';
 import { rawBody } from '#http';
+import { AgentGuard, CurrentAgent } from '../auth/guards';
 import { FilesService } from './files.service';
 
 @Controller('/files')

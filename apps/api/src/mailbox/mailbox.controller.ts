@@ -1,7 +1,7 @@
 import { Controller, Get, Header, HttpCode, Post, UseGuards } from '@nestjs/common';
-import { AgentGuard, CurrentAgent } from '#core';
 import { parseMailboxQuery, type Agent, type QueryPairs } from '#domain';
 import { JSON_CONTENT_TYPE, JsonBody, Query } from '#http';
+import { AgentGuard, CurrentAgent } from '../auth/guards';
 import { MailboxService } from './mailbox.service';
 
 @Controller('/mailbox')

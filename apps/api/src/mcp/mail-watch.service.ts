@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { FrameBus, type FrameSubscriber, type HeaderFrame } from '#bus';
 import { MailboxRepository } from '#db';
 import type { Cursor } from '#domain';
-import type { MailWatch } from '../../../../libs/mcp/src/watch';
+import type { MailWatch } from '#mcp';
 
 interface Waiter {
   mailboxId: number;

@@ -1,8 +1,8 @@
 import { Controller, Post, Req, Res, UseGuards } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { AgentGuard, CurrentAgent } from '#core';
 import { bearerFrom, type Agent } from '#domain';
 import { JsonBody } from '#http';
+import { AgentGuard, CurrentAgent } from '../auth/guards';
 import { McpService } from './mcp.service';
 
 /**

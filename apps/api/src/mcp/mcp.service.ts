@@ -3,15 +3,14 @@ import { HttpAdapterHost } from '@nestjs/core';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { InjectConfig, type Config } from '#config';
 import type { Agent } from '#domain';
-import { RoostClient } from '../../../../libs/client/src/client';
-import type { HttpResponse, WireRequest } from '../../../../libs/client/src/http';
+import { RoostClient, type HttpResponse, type WireRequest } from '#client';
 import { MailWatchService } from './mail-watch.service';
 
 /* eslint-disable @typescript-eslint/no-require-imports */
 // The MCP SDK (and zod) load on the first /mcp request: an api node that serves none never pays for them at start-up.
 const sdk = () => ({
   ...(require('@modelcontextprotocol/sdk/server/streamableHttp.js') as typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js')),
-  ...(require('../../../../libs/mcp/src/server') as typeof import('../../../../libs/mcp/src/server')),
+  ...(require('#mcp') as typeof import('#mcp')),
 });
 /* eslint-enable @typescript-eslint/no-require-imports */
 

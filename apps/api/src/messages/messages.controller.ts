@@ -1,7 +1,8 @@
 import { Controller, Get, Header, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { AcceptService, AgentGuard, CurrentAgent, PrefetchedRecipients, SenderGuard, type Accepted, type Recipients } from '#core';
+import { AcceptService, type Accepted, type Recipients } from '#core';
 import { parseIdsQuery, parsePeek, type Agent, type QueryPairs } from '#domain';
 import { JSON_CONTENT_TYPE, JsonBody, LogContext, Query, type RequestContext } from '#http';
+import { AgentGuard, CurrentAgent, PrefetchedRecipients, SenderGuard } from '../auth/guards';
 import { MessagesService } from './messages.service';
 
 @Controller('/messages')

@@ -1,7 +1,7 @@
 import { Controller, Get, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { AgentGuard, CurrentAgent } from '#core';
 import type { Agent } from '#domain';
 import { JsonBody } from '#http';
+import { AgentGuard, CurrentAgent } from '../auth/guards';
 import { ReceiptsService } from './receipts.service';
 
 /** `/messages/{id}/receipts` and `/messages/{id}/status` (EXTENSIONS.md §2). */

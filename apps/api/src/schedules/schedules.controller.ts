@@ -1,7 +1,7 @@
 import { Controller, Delete, Get, HttpCode, Param, Patch, Post, UseGuards } from '@nestjs/common';
-import { AgentGuard, CurrentAgent } from '#core';
 import type { Agent } from '#domain';
 import { JsonBody } from '#http';
+import { AgentGuard, CurrentAgent } from '../auth/guards';
 import { SchedulesService } from './schedules.service';
 
 @Controller('/schedules')

@@ -1,7 +1,7 @@
 import { Controller, Get, UseGuards } from '@nestjs/common';
-import { AgentGuard, CurrentAgent } from '#core';
 import { parseSearchQuery, type Agent, type QueryPairs } from '#domain';
 import { Query } from '#http';
+import { AgentGuard, CurrentAgent } from '../auth/guards';
 import { SearchService } from './search.service';
 
 @Controller('/search')

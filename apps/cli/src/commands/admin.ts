@@ -1,4 +1,4 @@
-import type { AdminAgent, AdminAgentInput, Org, OrgInput } from '../../../../libs/client/src/types';
+import type { AdminAgent, AdminAgentInput, Org, OrgInput } from '#client';
 import { requireHandle } from '../args';
 import { forgetAgentToken, storeAgentToken } from '../config';
 import { CliError, EXIT } from '../output';

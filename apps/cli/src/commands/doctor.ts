@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { delimiter, isAbsolute, join } from 'node:path';
 import WebSocket from 'ws';
-import { RoostAdminClient, RoostClient } from '../../../../libs/client/src/client';
+import { RoostAdminClient, RoostClient } from '#client';
 import { credentialsFile, tooOpen } from '../config';
 import { isRoostHookCommand, shellSplit } from '../install';
 import { CliError, EXIT, toCliError } from '../output';

@@ -1,9 +1,13 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RoostClient } from '../../../../libs/client/src/client';
-import { FileCursorStore, ORIGIN } from '../../../../libs/client/src/cursor';
-import { Listener, type ListenerEnd } from '../../../../libs/client/src/listener';
-import type { Cursor } from '../../../../libs/client/src/types';
+import {
+  FileCursorStore,
+  Listener,
+  ORIGIN,
+  type Cursor,
+  type ListenerEnd,
+  type RoostClient,
+} from '#client';
 import { CliError, EXIT } from '../output';
 import { USER_AGENT, type Session } from '../session';
 

@@ -1,6 +1,5 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { createRoostMcpServer } from '../../../../libs/mcp/src/server';
-import { ListenerMailWatch } from '../../../../libs/mcp/src/watch';
+import { createRoostMcpServer, ListenerMailWatch } from '#mcp';
 import { USER_AGENT, type Session } from '../session';
 
 /** Longest `wait_for_mail` over stdio (no HTTP timeout in the way). */

@@ -1,14 +1,20 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { basename, extname } from 'node:path';
-import type { Draft } from '../../../../libs/client/src/client';
-import { RECEIPT_STATUSES, type ContentPart, type ReceiptStatus, type StoredEnvelope } from '../../../../libs/client/src/types';
-import { RoostError } from '../../../../libs/client/src/http';
+import {
+  RECEIPT_STATUSES,
+  renderEnvelope,
+  RoostError,
+  shortId,
+  triageBlock,
+  type ContentPart,
+  type Draft,
+  type ReceiptStatus,
+  type StoredEnvelope,
+} from '#client';
 import { requireHandles } from '../args';
 import { resolveId } from '../ids';
 import { CliError, EXIT } from '../output';
-import { renderEnvelope } from '../../../../libs/client/src/render';
 import type { Session } from '../session';
-import { shortId, triageBlock } from '../../../../libs/client/src/triage';
 
 export const MIME: Record<string, string> = {
   '.png': 'image/png',

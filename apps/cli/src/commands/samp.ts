@@ -1,12 +1,8 @@
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deterministicUlid } from '../../../../libs/domain/src/ids';
-import { RoostClient } from '../../../../libs/client/src/client';
-import { RoostError } from '../../../../libs/client/src/http';
-import type { Header, StoredEnvelope } from '../../../../libs/client/src/types';
+import { deterministicUlid, partText, RoostClient, RoostError, type Header, type StoredEnvelope } from '#client';
 import { credentialsFile, readJson, type Credentials } from '../config';
 import { CliError, EXIT } from '../output';
-import { partText } from '../../../../libs/client/src/render';
 import { AliasMap, deriveThread, importId, readLog, refusalSummary, sampId, type Refusal, type SampRecord } from '../samp';
 import { USER_AGENT, type Session } from '../session';
 

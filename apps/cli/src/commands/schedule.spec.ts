@@ -1,4 +1,4 @@
-import type { Schedule } from '../../../../libs/client/src/types';
+import type { Schedule } from '#client';
 import { CliError } from '../output';
 import { durationText, minIntervalMs, scheduleInput, scheduleLine, scheduleView } from './schedule';
 

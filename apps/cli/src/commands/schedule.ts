@@ -1,10 +1,8 @@
-import { RoostError } from '../../../../libs/client/src/http';
-import type { Schedule, ScheduleInput } from '../../../../libs/client/src/types';
+import { RoostError, shortId, type Schedule, type ScheduleInput } from '#client';
 import { positiveInt, requireHandles } from '../args';
 import { CliError, EXIT } from '../output';
 import type { Session } from '../session';
 import { parseDuration, parseWhen } from '../time';
-import { shortId } from '../../../../libs/client/src/triage';
 import type { ComposeOptions } from './messages';
 
 export interface ScheduleOptions extends ComposeOptions {

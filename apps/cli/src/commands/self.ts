@@ -1,10 +1,17 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import type { AgentSelf, AgentSelfPatch, Header } from '../../../../libs/client/src/types';
+import {
+  age,
+  shortId,
+  subjectText,
+  triageLine,
+  type AgentSelf,
+  type AgentSelfPatch,
+  type Header,
+} from '#client';
 import { positiveInt, requireAllowlistEntry, requireHandle } from '../args';
 import { CliError, EXIT } from '../output';
 import type { Session } from '../session';
-import { age, shortId, subjectText, triageLine } from '../../../../libs/client/src/triage';
 import { MIME } from './messages';
 
 /**

@@ -14,8 +14,7 @@ export interface ServeOptions {
 export async function serve(session: Session, options: ServeOptions): Promise<void> {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { loadConfig } = require('#config') as typeof import('#config');
-  const { ensureAdminToken } = require('../../../roost/src/admin-token') as typeof import('../../../roost/src/admin-token');
-  const { buildRoostApp } = require('../../../roost/src/bootstrap') as typeof import('../../../roost/src/bootstrap');
+  const { buildRoostApp, ensureAdminToken } = require('#roost') as typeof import('#roost');
   const env = { ...process.env };
   if (options.port) env.PORT = options.port;
   if (options.host) env.ROOST_HOST = options.host;

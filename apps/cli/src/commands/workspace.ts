@@ -1,13 +1,11 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { MemoryCursorStore } from '../../../../libs/client/src/cursor';
-import { Listener } from '../../../../libs/client/src/listener';
+import { Listener, MemoryCursorStore, triageLine } from '#client';
 import { writeJsonAtomic } from '../config';
 import { addCodexMcp, addHooks, addMcpJson, applyBlock, applyGitignore, formatJson, jsonEqual, managedBlock, removeBlock, removeCodexMcp, removeGitignore, removeHooks, removeMcpJson, selfCommand, shellSplit, type BaseCommand } from '../install';
 import { loadState, mailboxPaths, mirrorOnce, OUTBOX_TEMPLATE, RECEIPTS_TEMPLATE, type MirrorResult } from '../mailbox/mirror';
 import { CliError, EXIT } from '../output';
 import { USER_AGENT, type Session } from '../session';
-import { triageLine } from '../../../../libs/client/src/triage';
 
 // --- mirror ----------------------------------------------------------------------------------
 

@@ -1,12 +1,20 @@
 import { appendFileSync, existsSync, mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import type { RoostClient } from '../../../../libs/client/src/client';
-import { compareCursors, writeFileAtomic } from '../../../../libs/client/src/cursor';
-import { RoostError } from '../../../../libs/client/src/http';
-import { ENVELOPE_ID_RE, ulid } from '../../../../libs/client/src/ulid';
-import { RECEIPT_STATUSES, type Cursor, type Header, type ReceiptStatus, type StoredEnvelope } from '../../../../libs/client/src/types';
-import { bodyText } from '../../../../libs/client/src/render';
-import { size } from '../../../../libs/client/src/triage';
+import {
+  bodyText,
+  compareCursors,
+  ENVELOPE_ID_RE,
+  RECEIPT_STATUSES,
+  RoostError,
+  size,
+  ulid,
+  writeFileAtomic,
+  type Cursor,
+  type Header,
+  type ReceiptStatus,
+  type RoostClient,
+  type StoredEnvelope,
+} from '#client';
 import { blockKeys, fence, oneLine, splitBlocks, type Malformed, type RawBlock } from './markdown';
 import { withLock } from './lock';
 

@@ -1,4 +1,4 @@
-import { CORPUS, DETECTOR_CODES, ALL_CASES } from './corpus';
+import { CORPUS, DETECTOR_CODES, ALL_CASES } from '../../../../bench/data/guard-corpus';
 import { detectCredentialRequest } from './credential-request';
 import { detectDestructive } from './destructive';
 import { GUARD_DETAILS, scanContent } from './guard';

@@ -6,7 +6,7 @@ import {
   DETECTOR_CODES,
   SECRET_POSITIVES,
   type CorpusCase,
-} from './corpus';
+} from '../../../../bench/data/guard-corpus';
 import { GUARD_CODES, GUARD_DATA_DEPTH, GUARD_SCAN_LIMIT, scanContent, type GuardFinding } from './guard';
 
 const LIMIT = { largeBytes: 16 * 1024 };
@@ -22,7 +22,7 @@ const windowsOf = (secret: string): string[] =>
 const AWS_KEY_ID = SECRET_POSITIVES[0].secret as string;
 const GITHUB_TOKEN = SECRET_POSITIVES.find((entry) => entry.text.startsWith('GITHUB_TOKEN='))?.secret as string;
 
-describe('corpus (corpus.ts): every case produces exactly its codes', () => {
+describe('corpus (bench/data/guard-corpus.ts): every case produces exactly its codes', () => {
   for (const code of DETECTOR_CODES) {
     describe(code, () => {
       it('has at least 40 positives and 40 near-miss negatives', () => {

@@ -5,12 +5,12 @@ import {
   type ExecutionContext,
 } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
+import { AuthFailLimiter, AuthService, RateLimiter, type AdminScope, type Recipients } from '#core';
 import type { Agent } from '#domain';
 import { peekRecipientHandles, requestContext } from '#http';
-import { AuthFailLimiter } from './auth-fail-limiter';
-import { AuthService, type AdminScope, type Recipients } from './auth.service';
-import { RateLimiter } from './rate-limiter';
 
+// The HTTP side of authentication (Fastify requests, request logs) lives with the REST app, so
+// libs/core keeps no HTTP types (docs/architecture.md, Layers).
 type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope; recipients?: Recipients };
 
 /** The address a request's failed authentications count against. */

@@ -1,4 +1,4 @@
-import { scanContent, type GuardCode } from './guard';
+import { scanContent, type GuardCode } from '#domain';
 
 /**
  * Case table for the content guard, shared by the specs and the figures the team reports

@@ -1,0 +1,2 @@
+export { GatewayModule } from './gateway.module';
+export { RoostWsAdapter } from './ws-adapter';

@@ -1,0 +1,2 @@
+export { ensureAdminToken } from './admin-token';
+export { buildRoostApp, type RoostApp } from './bootstrap';

@@ -1,0 +1,4 @@
+// `nest start worker`: the one entry point (../main) running the worker role alone.
+process.env.ROOST_ROLE = 'worker';
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+require('../main');
