@@ -1,6 +1,7 @@
 import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
+import { consoleSearchScenario } from './console-search';
 import { connectionsScenario } from './connections';
 import { fanoutScenario } from './fanout';
 import { guardCorpusScenario, guardScenario } from './guard';
@@ -29,6 +30,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   fanout: () => fanoutScenario(),
   connections: () => connectionsScenario(),
   mcp: () => mcpScenario(),
+  'console-search': () => consoleSearchScenario(),
 };
 
 async function main(): Promise<void> {
