@@ -358,10 +358,10 @@ describe.each([
     it('lets go of the feed when the client goes away', async () => {
       const { feed } = await Feed.open(feedUrl(BOB), acmeAdmin);
       await feed.until(() => feed.text.length > 0, 5_000, 'the first comment');
-      const open = events().open_feeds;
+      const open = events().openFeeds;
       expect(open).toBeGreaterThanOrEqual(1);
       feed.abort();
-      await until(() => events().open_feeds === open - 1, 5_000, 'the feed to close');
+      await until(() => events().openFeeds === open - 1, 5_000, 'the feed to close');
     });
 
     it('org scoping: another organization’s token is 404 before any stream', async () => {
