@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { loadConfig } from '#config';
+import { FrameBus } from '#bus';
 import { ulid } from '#domain';
 import { createLogger } from '#http';
 import { EventsService } from '../../apps/api/src/admin/events.service';
@@ -341,6 +342,30 @@ describe.each([
       } finally {
         feed.abort();
         socket.close();
+      }
+    });
+
+    it('fills a lost frame from Postgres, in mailbox order, on the next frame and on a bus resync', async () => {
+      const bus = op.app.get(FrameBus);
+      const { feed } = await Feed.open(feedUrl(ALICE), op.adminToken);
+      const publish = jest.spyOn(bus, 'publish');
+      try {
+        await feed.until(() => feed.text.length > 0, 5_000, 'the first comment');
+        const start = feed.headers.length;
+        // Publishing is best effort: a delivery whose frames never reach the bus.
+        publish.mockImplementationOnce(async () => undefined);
+        const lost = (await op.client.post('/messages', envelope(ALICE, { subject: 'lost frame' }), bob)).body.id;
+        const next = (await op.client.post('/messages', envelope(ALICE, { subject: 'next frame' }), bob)).body.id;
+        await feed.until(() => feed.headers.length >= start + 2, 10_000, 'both headers');
+        expect(feed.headers.slice(start).map((h) => JSON.parse(h).id)).toEqual([lost, next]);
+        publish.mockImplementationOnce(async () => undefined);
+        const quiet = (await op.client.post('/messages', envelope(ALICE, { subject: 'lost, then resync' }), bob)).body.id;
+        events().onResync();
+        await feed.until(() => feed.headers.length >= start + 3, 10_000, 'the header read on resync');
+        expect(feed.headers.slice(start).map((h) => JSON.parse(h).id)).toEqual([lost, next, quiet]);
+      } finally {
+        publish.mockRestore();
+        feed.abort();
       }
     });
 
