@@ -442,6 +442,34 @@ describe.each([
   });
 });
 
+describe('the live feed on an api-only node', () => {
+  it('receives headers of envelopes another node accepted, through Redis Streams', async () => {
+    const accepting = await startOperator({ redis: true });
+    const api = await startOperator({
+      redis: true,
+      databaseUrl: accepting.config.databaseUrl!,
+      env: { ROOST_ROLE: 'api', ROOST_REDIS_PREFIX: accepting.config.redisPrefix },
+    });
+    try {
+      await accepting.client.post('/_admin/orgs', { name: 'acme' }, accepting.adminToken);
+      const bob = await accepting.agent(BOB);
+      await accepting.agent(ALICE);
+      const { feed } = await Feed.open(`${api.url}/_admin/agents/${enc(ALICE)}/events`, api.adminToken);
+      try {
+        await feed.until(() => feed.text.length > 0, 5_000, 'the first comment');
+        const id = (await accepting.client.post('/messages', envelope(ALICE, { subject: 'across nodes' }), bob)).body.id;
+        await feed.until(() => feed.headers.length === 1, 10_000, 'the header from the other node');
+        expect(JSON.parse(feed.headers[0])).toEqual(expect.objectContaining({ op: 'envelope.notify', id, subject: 'across nodes' }));
+      } finally {
+        feed.abort();
+      }
+    } finally {
+      await api.close();
+      await accepting.close();
+    }
+  });
+});
+
 describe('the live feed at shutdown', () => {
   it('ends when the server drains, so closing does not wait for the client', async () => {
     const op = await startOperator({ redis: true });
