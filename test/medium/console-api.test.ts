@@ -471,12 +471,16 @@ describe('the live feed on an api-only node', () => {
 });
 
 describe('the live feed at shutdown', () => {
-  it('ends when the server drains, so closing does not wait for the client', async () => {
-    const op = await startOperator({ redis: true });
+  it('outlives the server’s idle-socket timeout, then ends when the server drains, so closing does not wait for the client', async () => {
+    // A 2 s idle timeout: keepalives come every second, so a quiet feed is never cut as idle.
+    const op = await startOperator({ redis: true, env: { ROOST_HTTP_REQUEST_TIMEOUT_MS: '2000' } });
     await op.client.post('/_admin/orgs', { name: 'acme' }, op.adminToken);
     await op.agent('@acme.x');
     const open = await Feed.open(`${op.url}/_admin/agents/${enc('@acme.x')}/events`, op.adminToken);
     await open.feed.until(() => open.feed.text.length > 0, 5_000, 'the first comment');
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    expect(open.feed.done).toBe(false);
+    expect(open.feed.text.split(': keepalive').length - 1).toBeGreaterThanOrEqual(3);
     // Without the drain ending it, close() would wait for this response forever.
     await op.close();
     await open.feed.until(() => open.feed.done, 5_000, 'the stream to end');

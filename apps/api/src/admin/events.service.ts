@@ -2,6 +2,7 @@ import { PassThrough } from 'node:stream';
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { FrameBus, type FrameSubscriber, type HeaderFrame } from '#bus';
+import { InjectConfig, type Config } from '#config';
 import { MailboxRepository } from '#db';
 import type { Agent } from '#domain';
 import { onDrain } from '#http';
@@ -36,13 +37,19 @@ export class EventsService implements FrameSubscriber, OnApplicationShutdown {
   private readonly logger = new Logger('admin-events');
   private readonly feeds = new Map<number, Set<Feed>>();
   private subscribed = false;
-  /** A comment line this often keeps proxies and the client from timing out an idle feed. */
-  keepaliveMs = 15_000;
+  /**
+   * A comment line this often keeps proxies and the client from timing out an idle feed: 15 s, or
+   * sooner when this server's own idle-socket timeout (ROOST_HTTP_REQUEST_TIMEOUT_MS) is shorter.
+   */
+  keepaliveMs: number;
 
   constructor(
     private readonly bus: FrameBus,
     private readonly mailbox: MailboxRepository,
-  ) {}
+    @InjectConfig() config: Config,
+  ) {
+    this.keepaliveMs = Math.min(15_000, Math.floor(config.http.requestTimeoutMs / 2));
+  }
 
   /** Open the feed on `reply` (answers 200 at once; the stream stays open). */
   async open(agent: Agent, request: FastifyRequest, reply: FastifyReply): Promise<void> {
