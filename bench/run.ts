@@ -1,6 +1,7 @@
 import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
+import { consoleSearchScenario } from './console-search';
 import { connectionsScenario, idleSocketsScenario } from './connections';
 import { fanoutScenario } from './fanout';
 import { guardCorpusScenario, guardScenario } from './guard';
@@ -31,6 +32,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'idle-sockets-all': () => idleSocketsScenario(),
   connections: () => connectionsScenario(),
   mcp: () => mcpScenario(),
+  'console-search': () => consoleSearchScenario(),
 };
 
 async function main(): Promise<void> {
