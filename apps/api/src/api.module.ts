@@ -3,6 +3,7 @@ import { AdminAgentsController, AdminOrgsController } from './admin/admin.contro
 import { AdminService } from './admin/admin.service';
 import { AgentsController } from './agents/agents.controller';
 import { AgentsService } from './agents/agents.service';
+import { ConsoleModule } from './console/console.module';
 import { FilesController } from './files/files.controller';
 import { FilesService } from './files/files.service';
 import { MailboxController } from './mailbox/mailbox.controller';
@@ -21,6 +22,7 @@ import { SearchService } from './search/search.service';
 
 /** The api role: the ASMTP REST surface and Roost's REST extensions. */
 @Module({
+  imports: [ConsoleModule],
   controllers: [
     MessagesController,
     MailboxController,
