@@ -92,6 +92,8 @@ interface Route {
   outcomes: Partial<Record<Caller, Outcome>>;
   /** Route-specific assertions on a success (what the caller sees, and only that). */
   check?: (caller: Caller, reply: Reply, t: Target) => void;
+  /** A success is an endless stream (SSE): read its first bytes, then hang up. */
+  stream?: boolean;
 }
 
 const UNAUTHORIZED: Outcome = { status: 401, code: 'UNAUTHORIZED' };
@@ -129,6 +131,18 @@ function upload(text: string): Pick<Req, 'body' | 'headers'> {
 }
 
 const call = (req: Req, token?: string) => op.client.request(req.method, req.path, { token, body: req.body, headers: req.headers });
+
+/** A request whose success never ends (SSE): status, headers and the first chunk; a refusal read whole. */
+async function callStream(req: Req, token?: string): Promise<Reply> {
+  const controller = new AbortController();
+  const response = await fetch(op.url + req.path, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` }, signal: controller.signal });
+  if (!response.ok) return call(req, token);
+  const reader = response.body!.getReader();
+  const first = await reader.read();
+  controller.abort();
+  const text = Buffer.from(first.value ?? new Uint8Array()).toString('utf8');
+  return { status: response.status, headers: response.headers, text, body: text };
+}
 
 async function uploaded(token: string, text: string): Promise<string> {
   return (await expectStatus(await call({ method: 'POST', path: '/files', ...upload(text) }, token), 201, 'upload')).body.id;
@@ -280,7 +294,7 @@ async function runCell(route: Route, caller: Caller): Promise<void> {
     const before = await digests(db);
     const tenant = untouchableTenant(caller);
     const tenantBefore = tenant ? await digests(db, tenant) : undefined;
-    const reply = await call(req, token);
+    const reply = route.stream ? await callStream(req, token) : await call(req, token);
     statuses.push(reply.status);
     expect({ what, status: reply.status, code: reply.body?.error?.code }).toEqual({ what, status: outcome.status, code: outcome.code });
     if (reply.status >= 400) expect(Object.keys(reply.body)).toEqual(['error']);
@@ -654,6 +668,65 @@ const ROUTES: Route[] = [
       check: (_caller, reply) => {
         if (reply.body?.token) rememberToken(reply.body.token);
       },
+    }),
+  ),
+
+  // The console's admin routes (docs/console-api.md): scoped like the routes above, and reads that
+  // change nothing (the digest of every table, read state included, stays the same).
+  ...['/_admin/whoami', '/_admin/overview'].map(
+    (path): Route => ({
+      name: `GET ${path}`,
+      kind: 'admin',
+      request: () => ({ method: 'GET', path }),
+      outcomes: { 'other-org-admin': OK, 'org-admin': OK, operator: OK },
+      check: (caller, reply) => {
+        if (path === '/_admin/whoami') {
+          expect(reply.body).toEqual(caller === 'operator' ? { scope: 'operator' } : { scope: 'org', org: caller === 'org-admin' ? 'acme' : 'rival' });
+        } else {
+          expect(reply.body.dependencies === null).toBe(caller !== 'operator');
+          const handles = reply.body.largest_mailboxes.map((m: { handle: string }) => m.handle);
+          if (caller === 'org-admin') expect(handles).toContain(ALICE);
+        }
+      },
+    }),
+  ),
+  ...(
+    [
+      ['mailbox', () => '/mailbox?direction=both'],
+      ['messages/{id}', () => `/messages/${w.e2}`],
+      ['receipts?id=', () => `/receipts?id=${w.e1}`],
+      ['status?id=', () => `/status?id=${w.e1}`],
+      ['files/{id}', () => `/files/${w.f1}`],
+      ['schedules', () => '/schedules'],
+      ['events', () => '/events'],
+    ] as const
+  ).map(
+    ([suffix, path]): Route => ({
+      name: `GET /_admin/agents/{handle}/${suffix}`,
+      kind: 'admin',
+      stream: suffix === 'events',
+      request: () => ({ method: 'GET', path: `/_admin/agents/${enc(ALICE)}${path()}` }),
+      twin: () => ({ request: { method: 'GET', path: `/_admin/agents/${enc('@acme.nobody')}${path()}` }, swap: ['@acme.nobody', ALICE] }),
+      outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': OK, operator: OK },
+      check: (_caller, reply) => {
+        if (suffix === 'mailbox') expect(reply.body.envelope_headers.map((h: { id: string }) => h.id)).toEqual(expect.arrayContaining([w.e1, w.e2]));
+        if (suffix === 'messages/{id}') expect(reply.body.id).toBe(w.e2);
+        if (suffix === 'events') expect([reply.headers.get('content-type'), reply.text]).toEqual(['text/event-stream; charset=utf-8', ': keepalive\n\n']);
+      },
+    }),
+  ),
+  ...(['PATCH', 'DELETE'] as const).map(
+    (method): Route => ({
+      name: `${method} /_admin/agents/{handle}/schedules/{id}`,
+      kind: 'admin',
+      target: async () => ({ schedule: await scheduled(w.alice, BOB, tag('acmeschedule')) }),
+      request: (t) => ({ method, path: `/_admin/agents/${enc(ALICE)}/schedules/${t.schedule}`, ...(method === 'PATCH' ? { body: { paused: true } } : {}) }),
+      twin: (t) => ({
+        request: { method, path: `/_admin/agents/${enc('@acme.nobody')}/schedules/${t.schedule}`, ...(method === 'PATCH' ? { body: { paused: true } } : {}) },
+        swap: ['@acme.nobody', ALICE],
+      }),
+      outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': WRITES(200), operator: WRITES(200) },
+      check: (_caller, reply) => expect(reply.body.status).toBe(method === 'PATCH' ? 'paused' : 'cancelled'),
     }),
   ),
 

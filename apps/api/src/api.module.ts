@@ -1,6 +1,15 @@
 import { Module } from '@nestjs/common';
+import { CONFIG, type Config } from '#config';
+import { JobQueueStats } from '#jobs';
+import { AdminReadInterceptor } from './admin/admin-access';
 import { AdminAgentsController, AdminOrgsController } from './admin/admin.controller';
 import { AdminService } from './admin/admin.service';
+import { AdminConsoleController } from './admin/console.controller';
+import { ConsoleRepository } from './admin/console.repository';
+import { ConsoleService } from './admin/console.service';
+import { EventsService } from './admin/events.service';
+import { AdminReadsController } from './admin/reads.controller';
+import { ReadsService } from './admin/reads.service';
 import { AgentsController } from './agents/agents.controller';
 import { AgentsService } from './agents/agents.service';
 import { ConsoleModule } from './console/console.module';
@@ -32,9 +41,33 @@ import { SearchService } from './search/search.service';
     SchedulesController,
     ReceiptsController,
     AdminAgentsController,
+    AdminReadsController,
+    AdminConsoleController,
     AdminOrgsController,
     McpController,
   ],
-  providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService, ReceiptsService, McpService, MailWatchService],
+  providers: [
+    MessagesService,
+    MailboxService,
+    AgentsService,
+    FilesService,
+    SearchService,
+    AdminService,
+    SchedulesService,
+    ReceiptsService,
+    McpService,
+    MailWatchService,
+    ConsoleRepository,
+    ConsoleService,
+    ReadsService,
+    EventsService,
+    AdminReadInterceptor,
+    // The job queue's backlog for the console; none when embedded (jobs run on in-process timers).
+    {
+      provide: JobQueueStats,
+      inject: [CONFIG],
+      useFactory: (config: Config) => (config.redisUrl === null ? null : new JobQueueStats({ url: config.redisUrl, prefix: config.redisPrefix })),
+    },
+  ],
 })
 export class ApiModule {}

@@ -91,7 +91,10 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
   const check = () => {
     if (draining && inFlight === 0) onSettled?.();
   };
+  const listeners = new Set<() => void>();
+  drainListeners.set(fastify.server, listeners);
   const begin = () => {
+    if (!draining) for (const listener of [...listeners]) listener();
     draining = true;
     check();
   };
@@ -126,6 +129,20 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
     done(null, payload);
   });
   return { begin, settled: () => settled };
+}
+
+/** Per HTTP server (child Fastify contexts share it): what ends a long-lived response (an SSE feed) when a drain begins. */
+const drainListeners = new WeakMap<object, Set<() => void>>();
+
+/**
+ * Call `listener` once when the drain of `server` (the Fastify instance serving the request)
+ * begins; a response that never ends on its own would otherwise hold the drain until its timeout.
+ * Returns the unregistration.
+ */
+export function onDrain(server: FastifyInstance, listener: () => void): () => void {
+  const listeners = drainListeners.get(server.server);
+  listeners?.add(listener);
+  return () => listeners?.delete(listener);
 }
 
 /**

@@ -10,6 +10,9 @@ export interface RequestContext {
   req_id: string;
   agent?: string;
   envelope_id?: string;
+  /** Admin reads (console): the admin scope (`operator`, `org:<name>`) and the agent read. */
+  admin?: string;
+  target?: string;
 }
 
 /**

@@ -9,7 +9,9 @@ export interface BullMqOptions {
   observer?: JobObserver;
 }
 
-const QUEUE = 'roost-jobs';
+/** The one job queue every worker shares (also read by api nodes for the console's backlog). */
+export const JOB_QUEUE = 'roost-jobs';
+const QUEUE = JOB_QUEUE;
 /** Readiness and metrics ask Redis with this bound: the queue's connection waits forever by design. */
 const ASK_TIMEOUT_MS = 1_000;
 /** How long stopping waits for BullMQ to close cleanly before cutting the connections. */

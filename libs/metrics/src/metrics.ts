@@ -259,6 +259,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly adminReads = new Counter({
+    name: 'roost_admin_reads_total',
+    help: "Admin reads of an agent's data (console) by route: mailbox, message, receipts, status, file, schedules, events.",
+    labelNames: ['route'],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
     for (const outcome of ['accepted', 'unauthorized', 'refused', 'rate_limited']) this.wsHandshakes.inc({ outcome }, 0);

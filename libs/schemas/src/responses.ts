@@ -32,7 +32,7 @@ const RULES: ResponseRule[] = [
   { method: 'GET', path: /^\/search\/agents$/, status: 200, schema: 'search-agents' },
   { method: 'GET', path: /^\/search\/messages$/, status: 200, schema: 'search-messages' },
   { method: 'POST', path: /^\/_admin\/agents$/, status: 201, schema: 'admin-agent' },
-  { method: 'GET', path: /^\/_admin\/agents$/, status: 200, schema: 'admin-agent-list' },
+  { method: 'GET', path: /^\/_admin\/agents$/, status: 200, schema: 'admin-agent-listing' },
   { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}$`), status: 200, schema: 'admin-agent' },
   { method: 'PATCH', path: new RegExp(`^/_admin/agents/${seg}$`), status: 200, schema: 'admin-agent' },
   { method: 'POST', path: new RegExp(`^/_admin/agents/${seg}/rotate-token$`), status: 200, schema: 'admin-agent' },
@@ -46,6 +46,16 @@ const RULES: ResponseRule[] = [
   { method: 'GET', path: new RegExp(`^/_admin/orgs/${seg}$`), status: 200, schema: 'org' },
   { method: 'PATCH', path: new RegExp(`^/_admin/orgs/${seg}$`), status: 200, schema: 'org' },
   { method: 'POST', path: new RegExp(`^/_admin/orgs/${seg}/rotate-token$`), status: 200, schema: 'org' },
+  // The console's admin reads (docs/console-api.md): the agent route's own shape.
+  { method: 'GET', path: /^\/_admin\/whoami$/, status: 200, schema: 'admin-whoami' },
+  { method: 'GET', path: /^\/_admin\/overview$/, status: 200, schema: 'admin-overview' },
+  { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/mailbox$`), status: 200, schema: 'mailbox-page' },
+  { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/messages/${seg}$`), status: 200, schema: 'stored-envelope' },
+  { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/receipts$`), status: 200, schema: 'receipt-list' },
+  { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/status$`), status: 200, schema: 'delivery-status' },
+  { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/schedules$`), status: 200, schema: 'schedule-list' },
+  { method: 'PATCH', path: new RegExp(`^/_admin/agents/${seg}/schedules/${seg}$`), status: 200, schema: 'schedule' },
+  { method: 'DELETE', path: new RegExp(`^/_admin/agents/${seg}/schedules/${seg}$`), status: 200, schema: 'schedule' },
 ];
 
 /** Extension rules registered by later features (receipts, schedules, …). */
