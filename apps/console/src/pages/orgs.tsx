@@ -101,10 +101,10 @@ export function OrgsPage({ session }: { session: Session }) {
                     <td>{org.content_guard}</td>
                     <td>{when(org.created_at)}</td>
                     <td class="actions">
-                      <button type="button" onClick={() => setEditing(org.name)} aria-label={`Edit settings of ${org.name}`}>
+                      <button type="button" onClick={() => setEditing(org.name)} aria-label={`Settings of ${org.name}`}>
                         Settings
                       </button>
-                      <button type="button" onClick={() => void rotate(org.name)} aria-label={`Rotate the admin token of ${org.name}`}>
+                      <button type="button" onClick={() => void rotate(org.name)} aria-label={`Rotate token of ${org.name}`}>
                         Rotate token
                       </button>
                       <button type="button" class="destructive" onClick={() => setDeleting(org.name)} aria-label={`Delete ${org.name}`}>
