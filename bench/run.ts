@@ -2,6 +2,7 @@ import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
 import { connectionsScenario } from './connections';
+import { consoleScenario } from './console';
 import { fanoutScenario } from './fanout';
 import { guardCorpusScenario, guardScenario } from './guard';
 import { mcpScenario } from './mcp';
@@ -29,6 +30,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   fanout: () => fanoutScenario(),
   connections: () => connectionsScenario(),
   mcp: () => mcpScenario(),
+  console: () => consoleScenario(),
 };
 
 async function main(): Promise<void> {
