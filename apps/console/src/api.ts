@@ -60,7 +60,7 @@ export const tokenStore = {
  * so the API is reached through the same Ingress prefix as the console.
  */
 export function apiBase(pathname: string = location.pathname): string {
-  const at = pathname.lastIndexOf('/console');
+  const at = pathname.search(/\/console(?:\/|$)/);
   return at < 0 ? '' : pathname.slice(0, at);
 }
 

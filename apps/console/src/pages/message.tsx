@@ -128,7 +128,7 @@ function FileLink({ session, handle, part }: { session: Session; handle: string;
         </a>
       ) : (
         <span>
-          {name} <span class="mono">{String(part.url ?? '')}</span>
+          {name} <span class="mono">{typeof part.url === 'string' ? part.url : ''}</span>
         </span>
       )}
       {typeof part.mime_type === 'string' && <span class="hint"> {part.mime_type}</span>}
