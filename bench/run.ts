@@ -1,6 +1,7 @@
 import { acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
+import { consoleSearchScenario } from './console-search';
 import { connectionsScenario } from './connections';
 import { consoleScenario } from './console';
 import { fanoutScenario } from './fanout';
@@ -31,6 +32,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   connections: () => connectionsScenario(),
   mcp: () => mcpScenario(),
   console: () => consoleScenario(),
+  'console-search': () => consoleSearchScenario(),
 };
 
 async function main(): Promise<void> {

@@ -1,5 +1,12 @@
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { loadConfig } from '#config';
+import { ulid } from '#domain';
+import { createLogger } from '#http';
 import { EventsService } from '../../apps/api/src/admin/events.service';
+import { buildRoostApp } from '../../apps/roost/src/bootstrap';
+import { TestClient } from '../support/client';
+import { createTestDatabase } from '../support/database';
 import { envelope, startOperator, type TestOperator } from '../support/operator';
 import { connect, type Listener } from '../support/ws';
 
@@ -421,5 +428,41 @@ describe('the live feed at shutdown', () => {
     await op.close();
     await open.feed.until(() => open.feed.done, 5_000, 'the stream to end');
     expect(open.feed.done).toBe(true);
+  });
+});
+
+describe('admin read log lines', () => {
+  it('each admin read’s access line carries the admin scope, the agent read, the route and the request id', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    const database = await createTestDatabase();
+    const adminToken = `admin-${ulid()}`;
+    const config = loadConfig({ DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'info', ROOST_RATE_LIMIT_PER_S: '0', PORT: '0', ROOST_METRICS_PORT: '0' });
+    const { app } = await buildRoostApp(config, createLogger(config, sink));
+    try {
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const client = new TestClient(`http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`);
+      const orgToken = (await client.post('/_admin/orgs', { name: 'logs' }, adminToken)).body.admin_token as string;
+      expect((await client.post('/_admin/agents', { handle: '@logs.alice' }, adminToken)).status).toBe(201);
+      const read = await client.request('GET', `/_admin/agents/${enc('@logs.alice')}/mailbox`, { token: orgToken, headers: { 'x-request-id': 'admin-read-1' } });
+      expect(read.status).toBe(200);
+      await client.request('GET', `/_admin/agents/${enc('@logs.alice')}/schedules`, { token: adminToken, headers: { 'x-request-id': 'admin-read-2' } });
+      await until(() => lines.some((line) => line.req_id === 'admin-read-2'), 5_000, 'the access lines');
+      expect(lines.find((line) => line.req_id === 'admin-read-1')).toEqual(
+        expect.objectContaining({ level: 'info', msg: 'request', admin: 'org:logs', target: '@logs.alice', route: '/_admin/agents/:handle/mailbox', status: 200 }),
+      );
+      expect(lines.find((line) => line.req_id === 'admin-read-2')).toEqual(
+        expect.objectContaining({ level: 'info', admin: 'operator', target: '@logs.alice', route: '/_admin/agents/:handle/schedules' }),
+      );
+      expect(JSON.stringify(lines)).not.toContain(orgToken);
+    } finally {
+      await app.close();
+      await database.drop();
+    }
   });
 });

@@ -82,7 +82,8 @@ describe.each(['postgres', 'pglite'] as const)('migration 0005 on %s: deletion k
   });
 
   it('keeps every row written under 0001–0004, then enforces the new rule', async () => {
-    const migrations = loadMigrations();
+    // Up to 0005 only: later migrations are not what this test is about.
+    const migrations = loadMigrations().filter((m) => m.version < '0006');
     const old = migrations.filter((m) => m.version < '0005');
     expect(old.map((m) => m.version)).toEqual([
       '0001_initial',

@@ -236,13 +236,16 @@ export async function openPglite(
   onSync?: (kind: SyncKind) => void,
 ): Promise<Database> {
   const parsers = { [INT8_OID]: parseInt8 };
+  // pg_trgm: the console's agent search index (db/migrations/0006); the package ships it as ESM only.
+  const { pg_trgm } = await import('@electric-sql/pglite/contrib/pg_trgm');
+  const extensions = { pg_trgm };
   let pglite: PGlite;
   if (dataDir === 'memory://') {
-    pglite = new PGlite({ parsers });
+    pglite = new PGlite({ parsers, extensions });
   } else {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const location = join(dataDir, 'pgdata');
-    pglite = new PGlite({ fs: new DurableNodeFS(location, onSync), startParams: durableStartParams(), parsers });
+    pglite = new PGlite({ fs: new DurableNodeFS(location, onSync), startParams: durableStartParams(), parsers, extensions });
   }
   await pglite.waitReady;
   const lock = new SessionLock();
