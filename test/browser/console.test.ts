@@ -174,13 +174,19 @@ describe('console in Chromium', () => {
     expect(await page.getByTestId('live').textContent()).toContain('1 new');
   });
 
-  it('opens the body and the thread, without changing the agent read state', async () => {
+  it('opens the body (text, data, a file download) and the thread, without changing the agent read state', async () => {
+    const form = new FormData();
+    form.append('file', new Blob(['file body 42'], { type: 'text/plain' }), 'notes.txt');
+    const upload = await fetch(`${operator.url}/files`, { method: 'POST', headers: { authorization: `Bearer ${peerToken}` }, body: form });
+    expect(upload.status).toBe(201);
+    const fileId = ((await upload.json()) as { id: string }).id;
     const first = await send(peerToken, {
       to: [bot()],
       subject: 'Thread start',
       content_parts: [
         { type: 'text', text: 'The *first* message' },
         { type: 'data', data: { answer: 42 } },
+        { type: 'file', file_id: fileId, name: 'notes.txt' },
       ],
     });
     await send(peerToken, {
@@ -195,6 +201,9 @@ describe('console in Chromium', () => {
     await page.getByTestId('subject').filter({ hasText: 'Thread start' }).waitFor();
     await page.getByTestId('body').locator('em', { hasText: 'first' }).waitFor();
     expect(await page.getByTestId('body').textContent()).toContain('"answer": 42');
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download notes.txt' }).click()]);
+    expect(download.suggestedFilename()).toBe('notes.txt');
+    expect(readFileSync(await download.path(), 'utf8')).toBe('file body 42');
     await page.getByTestId('thread').getByRole('link', { name: 'Thread reply' }).waitFor();
     const receipt = await operator.client.post(`/messages/${first}/receipts`, { status: 'accepted', note: 'on it' }, botToken);
     expect(receipt.status).toBeLessThan(300);
