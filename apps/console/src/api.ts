@@ -33,6 +33,8 @@ export interface Overview {
     queues: Array<{ queue: string; waiting: number; delayed: number; failed: number }>;
   } | null;
   largest_mailboxes: Array<{ handle: string; unread: number }>;
+  /** Operator only: the embedded default (in-process bus, no Redis, no queues). */
+  embedded?: boolean;
 }
 
 /** The ASMTP error body, kept whole so the UI can show its code and message. */

@@ -15,6 +15,7 @@ export function OverviewPage({ session }: { session: Session }) {
           {data.dependencies && (
             <section aria-labelledby="deps">
               <h2 id="deps">Dependencies</h2>
+              {data.embedded && <p class="hint">Embedded: PGlite and the in-process bus, no Redis.</p>}
               <ul class="plain">
                 {Object.entries(data.dependencies).map(([name, up]) => (
                   <li key={name}>
@@ -36,8 +37,10 @@ export function OverviewPage({ session }: { session: Session }) {
             </div>
           </section>
           {data.backlogs && (
-            <section aria-labelledby="backlogs">
+            <section aria-labelledby="backlogs" class="wide">
               <h2 id="backlogs">Backlogs</h2>
+              {data.backlogs.streams.length === 0 && <p>No frame streams.</p>}
+              {data.backlogs.streams.length > 0 && (
               <Scroll label="Stream backlogs">
                 <table>
                   <caption>Streams</caption>
@@ -59,6 +62,9 @@ export function OverviewPage({ session }: { session: Session }) {
                   </tbody>
                 </table>
               </Scroll>
+              )}
+              {data.backlogs.queues.length === 0 && <p>No job queues.</p>}
+              {data.backlogs.queues.length > 0 && (
               <Scroll label="Queue backlogs">
                 <table>
                   <caption>Queues</caption>
@@ -82,6 +88,7 @@ export function OverviewPage({ session }: { session: Session }) {
                   </tbody>
                 </table>
               </Scroll>
+              )}
             </section>
           )}
           <section aria-labelledby="largest">
