@@ -229,9 +229,10 @@ describe('console in Chromium', () => {
     });
     await page.goto(`${operator.url}/console/#/agents/${encodeURIComponent(bot())}/messages/${id}`);
     await page.getByTestId('subject').filter({ hasText: '<script>' }).waitFor();
-    await page.getByTestId('body').getByText('click me').waitFor();
+    await page.getByTestId('body').locator('.markdown').first().waitFor();
+    await page.getByTestId('body').locator('.markdown').getByText('click me').waitFor();
     expect(await page.locator('[href^="javascript:" i], [src^="javascript:" i], iframe, [onerror]').count()).toBe(0);
-    await page.getByTestId('body').getByText('click me').click();
+    await page.getByTestId('body').locator('.markdown').getByText('click me').click();
     await page.getByTestId('body').getByText('raw link').click();
     await page.waitForTimeout(300);
     expect(page.url()).toContain(`/messages/${id}`);

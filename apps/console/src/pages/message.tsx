@@ -1,7 +1,7 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError, type StoredEnvelope } from '../api';
 import type { Session } from '../app';
-import { renderMarkdown, safeHref } from '../markdown';
+import { safeHref } from '../safe-href';
 import { ErrorBanner, errorText, href, Scroll, useLoad, when } from '../ui';
 
 type Part = StoredEnvelope['content_parts'][number];
@@ -73,11 +73,7 @@ function Body({ session, handle, parts }: { session: Session; handle: string; pa
 }
 
 function PartView({ session, handle, part, markdown }: { session: Session; handle: string; part: Part; markdown: boolean }) {
-  if (part.type === 'text') {
-    const text = String(part.text);
-    // The only HTML the console inserts: sanitised by DOMPurify, under a CSP without inline script.
-    return markdown ? <div class="text markdown" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} /> : <pre class="text">{text}</pre>;
-  }
+  if (part.type === 'text') return <TextPart text={String(part.text)} markdown={markdown} />;
   if (part.type === 'data') {
     return (
       <figure class="data">
@@ -87,6 +83,26 @@ function PartView({ session, handle, part, markdown }: { session: Session; handl
     );
   }
   return <FileLink session={session} handle={handle} part={part} />;
+}
+
+type Renderer = (text: string) => string;
+let renderer: Promise<Renderer> | null = null;
+
+/** marked + DOMPurify are half the bundle: loaded with the first envelope, not the first page. */
+function loadRenderer(): Promise<Renderer> {
+  renderer ??= import('../markdown').then((module) => module.renderMarkdown);
+  return renderer;
+}
+
+function TextPart({ text, markdown }: { text: string; markdown: boolean }) {
+  const [render, setRender] = useState<Renderer | null>(null);
+  useEffect(() => {
+    if (markdown && !render) void loadRenderer().then((loaded) => setRender(() => loaded));
+  }, [markdown, render]);
+  // The only HTML the console inserts: sanitised by DOMPurify, under a CSP without inline script.
+  // Until the sanitiser has loaded (or with Markdown off) the text is shown as text.
+  if (markdown && render) return <div class="text markdown" dangerouslySetInnerHTML={{ __html: render(text) }} />;
+  return <pre class="text">{text}</pre>;
 }
 
 /** A stored file's id: `file_id`, or the last segment of an operator `/files/{id}` URL. */
