@@ -120,8 +120,18 @@ describe('console in Chromium', () => {
     expect(await page.getByRole('alert').textContent()).toContain('UNAUTHORIZED');
   });
 
-  it('signs in with the operator token, shows the operator scope and the overview', async () => {
-    await signIn(operator.adminToken);
+  it('signs in with the operator token from the keyboard alone, shows the operator scope and the overview', async () => {
+    await page.goto(`${operator.url}/console/`);
+    await page.getByLabel('Admin token').waitFor();
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate('document.activeElement && document.activeElement.name')).toBe('token');
+    await page.keyboard.type(operator.adminToken);
+    await page.keyboard.press('Enter');
+    await page.getByTestId('scope').waitFor();
+    // The skip link takes keyboard users past the navigation to the page.
+    await page.getByRole('link', { name: 'Skip to content' }).focus();
+    await page.keyboard.press('Enter');
+    expect(await page.evaluate('document.activeElement && document.activeElement.id')).toBe('main');
     expect(await page.getByTestId('scope').textContent()).toBe('Operator');
     expect(await page.evaluate('Object.keys(localStorage).length')).toBe(0);
     expect(await page.evaluate('document.cookie')).toBe('');
