@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { loadConfig } from '#config';
+import { FrameBus } from '#bus';
 import { ulid } from '#domain';
 import { createLogger } from '#http';
 import { EventsService } from '../../apps/api/src/admin/events.service';
@@ -344,6 +345,30 @@ describe.each([
       }
     });
 
+    it('fills a lost frame from Postgres, in mailbox order, on the next frame and on a bus resync', async () => {
+      const bus = op.app.get(FrameBus);
+      const { feed } = await Feed.open(feedUrl(ALICE), op.adminToken);
+      const publish = jest.spyOn(bus, 'publish');
+      try {
+        await feed.until(() => feed.text.length > 0, 5_000, 'the first comment');
+        const start = feed.headers.length;
+        // Publishing is best effort: a delivery whose frames never reach the bus.
+        publish.mockImplementationOnce(async () => undefined);
+        const lost = (await op.client.post('/messages', envelope(ALICE, { subject: 'lost frame' }), bob)).body.id;
+        const next = (await op.client.post('/messages', envelope(ALICE, { subject: 'next frame' }), bob)).body.id;
+        await feed.until(() => feed.headers.length >= start + 2, 10_000, 'both headers');
+        expect(feed.headers.slice(start).map((h) => JSON.parse(h).id)).toEqual([lost, next]);
+        publish.mockImplementationOnce(async () => undefined);
+        const quiet = (await op.client.post('/messages', envelope(ALICE, { subject: 'lost, then resync' }), bob)).body.id;
+        events().onResync();
+        await feed.until(() => feed.headers.length >= start + 3, 10_000, 'the header read on resync');
+        expect(feed.headers.slice(start).map((h) => JSON.parse(h).id)).toEqual([lost, next, quiet]);
+      } finally {
+        publish.mockRestore();
+        feed.abort();
+      }
+    });
+
     it('sends a keepalive comment on its interval', async () => {
       events().keepaliveMs = 100;
       const { feed } = await Feed.open(feedUrl(BOB), op.adminToken);
@@ -358,10 +383,10 @@ describe.each([
     it('lets go of the feed when the client goes away', async () => {
       const { feed } = await Feed.open(feedUrl(BOB), acmeAdmin);
       await feed.until(() => feed.text.length > 0, 5_000, 'the first comment');
-      const open = events().open_feeds;
+      const open = events().openFeeds;
       expect(open).toBeGreaterThanOrEqual(1);
       feed.abort();
-      await until(() => events().open_feeds === open - 1, 5_000, 'the feed to close');
+      await until(() => events().openFeeds === open - 1, 5_000, 'the feed to close');
     });
 
     it('org scoping: another organization’s token is 404 before any stream', async () => {
@@ -414,6 +439,34 @@ describe.each([
       expect(acme.body.largest_mailboxes.every((m: { handle: string }) => m.handle.startsWith('@acme.'))).toBe(true);
       expect(total(acme.body)).toBeGreaterThan(0);
     });
+  });
+});
+
+describe('the live feed on an api-only node', () => {
+  it('receives headers of envelopes another node accepted, through Redis Streams', async () => {
+    const accepting = await startOperator({ redis: true });
+    const api = await startOperator({
+      redis: true,
+      databaseUrl: accepting.config.databaseUrl!,
+      env: { ROOST_ROLE: 'api', ROOST_REDIS_PREFIX: accepting.config.redisPrefix },
+    });
+    try {
+      await accepting.client.post('/_admin/orgs', { name: 'acme' }, accepting.adminToken);
+      const bob = await accepting.agent(BOB);
+      await accepting.agent(ALICE);
+      const { feed } = await Feed.open(`${api.url}/_admin/agents/${enc(ALICE)}/events`, api.adminToken);
+      try {
+        await feed.until(() => feed.text.length > 0, 5_000, 'the first comment');
+        const id = (await accepting.client.post('/messages', envelope(ALICE, { subject: 'across nodes' }), bob)).body.id;
+        await feed.until(() => feed.headers.length === 1, 10_000, 'the header from the other node');
+        expect(JSON.parse(feed.headers[0])).toEqual(expect.objectContaining({ op: 'envelope.notify', id, subject: 'across nodes' }));
+      } finally {
+        feed.abort();
+      }
+    } finally {
+      await api.close();
+      await accepting.close();
+    }
   });
 });
 

@@ -946,6 +946,26 @@ const GET_ROUTES: GetRoute[] = [
       after_envelope_id: () => [fixture.e1, ZERO_ID],
     },
   },
+  // The console's routes (docs/console-api.md); the live feed (an endless 200) is not fuzzed here.
+  {
+    name: 'GET /_admin/agents',
+    path: () => '/_admin/agents',
+    token: () => op.adminToken,
+    params: { q: () => ['hx', 'ALICE', '%', ''], limit: () => ['1', '50', '200', ''], after: () => [enc('@hx.alice'), '@hx.a', ''], include: () => ['unread', ''] },
+  },
+  {
+    name: 'GET /_admin/agents/{handle}/mailbox',
+    path: () => `/_admin/agents/${enc('@hx.alice')}/mailbox`,
+    token: () => fixture.hxAdmin,
+    params: {
+      direction: () => ['in', 'out', 'both'],
+      order: () => ['asc', 'desc'],
+      limit: () => ['1', '100', '1000', ''],
+      unread: () => ['true', 'false'],
+      after_created_at: () => ['0', String(Date.now())],
+      after_envelope_id: () => [fixture.e1, ZERO_ID],
+    },
+  },
   { name: 'GET /messages?ids=', path: () => '/messages', token: () => fixture.alice, params: { ids: () => [`${fixture.e1},${fixture.e2}`, fixture.e2, `${fixture.e2},${fixture.e2}`] } },
   ...['/search', '/search/agents', '/search/messages'].map(
     (path): GetRoute => ({
@@ -973,9 +993,13 @@ const GET_ROUTES: GetRoute[] = [
       ['GET /files/{id}', () => `/files/${fixture.f1}`, () => fixture.alice],
       ['GET /schedules', () => '/schedules', () => fixture.alice],
       ['GET /schedules/{id}', () => `/schedules/${fixture.s1}`, () => fixture.alice],
-      ['GET /_admin/agents', () => '/_admin/agents', () => op.adminToken],
       ['GET /_admin/agents/{handle}', () => `/_admin/agents/${enc('@hx.carol')}`, () => op.adminToken],
       ['GET /_admin/orgs', () => '/_admin/orgs', () => op.adminToken],
+      ['GET /_admin/whoami', () => '/_admin/whoami', () => fixture.hxAdmin],
+      ['GET /_admin/overview', () => '/_admin/overview', () => op.adminToken],
+      ['GET /_admin/agents/{handle}/messages/{id}', () => `/_admin/agents/${enc('@hx.alice')}/messages/${fixture.e2}`, () => fixture.hxAdmin],
+      ['GET /_admin/agents/{handle}/files/{id}', () => `/_admin/agents/${enc('@hx.alice')}/files/${fixture.f1}`, () => fixture.hxAdmin],
+      ['GET /_admin/agents/{handle}/schedules', () => `/_admin/agents/${enc('@hx.alice')}/schedules`, () => fixture.hxAdmin],
       ['GET /_admin/orgs/{name}', () => '/_admin/orgs/hx', () => op.adminToken],
       ['GET /healthz', () => '/healthz', () => undefined],
       ['GET /health', () => '/health', () => undefined],

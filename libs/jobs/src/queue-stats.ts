@@ -45,8 +45,12 @@ export class JobQueueStats {
     }
   }
 
+  /** Bounded: with Redis away BullMQ's close would wait for it. */
   async close(): Promise<void> {
-    await this.queue?.close().catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => (timer = setTimeout(resolve, ASK_TIMEOUT_MS)));
+    await Promise.race([this.queue?.close().catch(() => undefined), bound]);
+    clearTimeout(timer);
     this.connection?.disconnect();
   }
 }

@@ -22,6 +22,7 @@ describe('parseAgentListQuery', () => {
     expect(parse('limit=200&after=%40acme.bob&include=unread')).toEqual({ limit: 200, after: '@acme.bob', unread: true });
     expect(parse('q=&limit=1')).toEqual({ limit: 1, unread: false });
     expect(parse('include=unread')).toEqual({ limit: 50, unread: true });
+    expect(parse('limit=&after=&include=')).toEqual({ limit: 50, unread: false });
   });
 
   it('refuses a bad limit, a non-handle after, an unknown include and a control character in q', () => {

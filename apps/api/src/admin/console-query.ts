@@ -29,17 +29,18 @@ export function parseAgentListQuery(pairs: QueryPairs): AgentListQuery | null {
     throw invalidQuery(`q must be at most ${MAX_NEEDLE} characters, without control characters`);
   }
   let limit = AGENT_PAGE_DEFAULT;
-  if (limitRaw !== undefined) {
+  // An empty value is an absent one, as for GET /mailbox.
+  if (limitRaw !== undefined && limitRaw !== '') {
     const parsed = canonicalInt(limitRaw);
     if (parsed === null || parsed < 1 || parsed > AGENT_PAGE_MAX) throw invalidQuery(`limit must be an integer from 1 to ${AGENT_PAGE_MAX}`);
     limit = parsed;
   }
-  if (after !== undefined && !isHandle(after)) throw invalidQuery('after must be a handle');
+  if (after !== undefined && after !== '' && !isHandle(after)) throw invalidQuery('after must be a handle');
   if (include !== undefined && include !== 'unread' && include !== '') throw invalidQuery('include must be unread');
   return {
     ...(q !== undefined && q !== '' ? { q } : {}),
     limit,
-    ...(after !== undefined ? { after } : {}),
+    ...(after !== undefined && after !== '' ? { after } : {}),
     unread: include === 'unread',
   };
 }

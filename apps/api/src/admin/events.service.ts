@@ -103,7 +103,7 @@ export class EventsService implements FrameSubscriber, OnApplicationShutdown {
   }
 
   /** Open feeds right now. */
-  get open_feeds(): number {
+  get openFeeds(): number {
     let count = 0;
     for (const set of this.feeds.values()) count += set.size;
     return count;
