@@ -1,4 +1,4 @@
-/** Three tiers (STYLE.md): small beside the code, medium on real Postgres/Redis, e2e with processes. */
+/** The tiers (STYLE.md): small beside the code, medium on real Postgres/Redis, e2e with processes. */
 const swc = [
   '@swc/jest',
   {
@@ -39,6 +39,14 @@ module.exports = {
       ...base,
       displayName: 'e2e',
       testMatch: ['<rootDir>/test/e2e/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/support/global-setup.ts',
+      globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+      setupFilesAfterEnv: ['<rootDir>/test/support/timeouts-e2e.ts'],
+    },
+    {
+      ...base,
+      displayName: 'browser',
+      testMatch: ['<rootDir>/test/browser/**/*.test.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
       setupFilesAfterEnv: ['<rootDir>/test/support/timeouts-e2e.ts'],

@@ -3,6 +3,7 @@ import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
 import { consoleSearchScenario } from './console-search';
 import { connectionsScenario, idleSocketsScenario } from './connections';
+import { consoleScenario } from './console';
 import { fanoutScenario } from './fanout';
 import { guardCorpusScenario, guardScenario } from './guard';
 import { mcpScenario } from './mcp';
@@ -32,6 +33,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'idle-sockets-all': () => idleSocketsScenario(),
   connections: () => connectionsScenario(),
   mcp: () => mcpScenario(),
+  console: () => consoleScenario(),
   'console-search': () => consoleSearchScenario(),
 };
 

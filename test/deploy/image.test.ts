@@ -35,8 +35,8 @@ describe('the image', () => {
 
   it('holds production dependencies and the compiled code only, owned by root', async () => {
     const check = await docker(['run', '--rm', image, 'sh', '-c',
-      'test -f /app/dist/apps/roost/src/main.js && test -d /app/node_modules/pg && test ! -e /app/node_modules/typescript ' +
-        '&& test ! -e /app/node_modules/jest && test ! -e /app/node_modules/testcontainers && test ! -e /app/apps && stat -c %u /app/dist']);
+      'test -f /app/dist/apps/roost/src/main.js && test -f /app/dist/console/index.html && test -d /app/node_modules/pg && test ! -e /app/node_modules/typescript ' +
+        '&& test ! -e /app/node_modules/jest && test ! -e /app/node_modules/vite && test ! -e /app/node_modules/testcontainers && test ! -e /app/apps && stat -c %u /app/dist']);
     expect(check).toEqual(expect.objectContaining({ code: 0, stdout: '0' }));
     const [size, user] = (await dockerOk(['image', 'inspect', '--format', '{{.Size}} {{.Config.User}}', image])).split(' ');
     expect(user).toBe('1000:1000');

@@ -13,6 +13,7 @@ import { ReadsService } from './admin/reads.service';
 import { AgentsController } from './agents/agents.controller';
 import { AgentsService } from './agents/agents.service';
 import { AdminGuard, AgentGuard, SenderGuard } from './auth/guards';
+import { ConsoleModule } from './console/console.module';
 import { FilesController } from './files/files.controller';
 import { FilesService } from './files/files.service';
 import { MailboxController } from './mailbox/mailbox.controller';
@@ -31,6 +32,7 @@ import { SearchService } from './search/search.service';
 
 /** The api role: the ASMTP REST surface and Roost's REST extensions. */
 @Module({
+  imports: [ConsoleModule],
   controllers: [
     MessagesController,
     MailboxController,
