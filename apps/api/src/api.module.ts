@@ -10,6 +10,7 @@ import { MailboxService } from './mailbox/mailbox.service';
 import { MailWatchService } from './mcp/mail-watch.service';
 import { McpController } from './mcp/mcp.controller';
 import { McpService } from './mcp/mcp.service';
+import { OpenApiController } from './openapi/openapi.controller';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesService } from './messages/messages.service';
 import { ReceiptsController } from './receipts/receipts.controller';
@@ -32,6 +33,7 @@ import { SearchService } from './search/search.service';
     AdminAgentsController,
     AdminOrgsController,
     McpController,
+    OpenApiController,
   ],
   providers: [MessagesService, MailboxService, AgentsService, FilesService, SearchService, AdminService, SchedulesService, ReceiptsService, McpService, MailWatchService],
 })
