@@ -296,6 +296,9 @@ function componentRef(value: string, file: string): string {
   return `#/components/schemas/${match[2] ? `${target}.${match[2]}` : target}`;
 }
 
+/** Wire schemas of `/connect` frames only (push headers are also mailbox rows, so they stay). */
+const WEBSOCKET_ONLY = new Set(['monitor-fact']);
+
 function components(): Record<string, Schema> {
   const schemas: Record<string, Schema> = {};
   const add = (name: string, schema: Schema) => {
@@ -308,7 +311,7 @@ function components(): Record<string, Schema> {
       schemas[name] = rewriteRefs(rest, name) as Schema;
     }
   };
-  for (const name of wireSchemaNames().sort()) add(name, wireSchema(name));
+  for (const name of wireSchemaNames().sort()) if (!WEBSOCKET_ONLY.has(name)) add(name, wireSchema(name));
   for (const [name, schema] of Object.entries(OPENAPI_EXTRA_SCHEMAS)) add(name, schema);
   return schemas;
 }
