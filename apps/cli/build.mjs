@@ -1,10 +1,12 @@
 // Builds the publishable `@roost/cli` package (apps/cli/package.json): one esbuild bundle of
 // src/main.ts in dist/main.js. Inside the repository the CLI imports the SDK by relative path
-// (libs/client/src/*); here those imports become the `@roost/client` package, third-party packages
-// stay external (they are this package's dependencies), and the few pure helpers the CLI shares
-// with the operator (libs/mcp, libs/domain ids/handles) are bundled. The build fails when the
-// bundle would pull in anything else (server code), import an SDK module that @roost/client does
-// not export, or need a package apps/cli/package.json does not declare.
+// (libs/client/src/*); here those imports become the `@roost/client` package. Third-party packages
+// (this package's dependencies and theirs) are bundled too: `roost mcp` loads ~280 modules
+// (MCP SDK, zod, ajv) otherwise, and resolving and reading them one by one is most of its start-up.
+// The few pure helpers the CLI shares with the operator (libs/mcp, libs/domain ids/handles) are
+// bundled. The build fails when the bundle would pull in anything else (server code, a package no
+// declared dependency needs), import an SDK module that @roost/client does not export, or need a
+// package apps/cli/package.json does not declare.
 import { build } from 'esbuild';
 import { readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -60,13 +62,33 @@ const result = await build({
   platform: 'node',
   format: 'cjs',
   target: 'node20',
-  packages: 'external',
+  // ws's optional native add-ons: required inside try/catch, absent is fine.
+  external: ['bufferutil', 'utf-8-validate'],
   plugins: [noOperator, sdkAsPackage],
   metafile: true,
   logLevel: 'warning',
 });
 
+/** Packages the declared dependencies need, transitively (node_modules is flat here). */
+const reachable = new Set();
+const visit = (name) => {
+  if (reachable.has(name) || name === client.name) return;
+  reachable.add(name);
+  const manifest = join(root, 'node_modules', name, 'package.json');
+  for (const dep of Object.keys(readJson(manifest).dependencies ?? {})) visit(dep);
+};
+for (const dep of Object.keys(pkg.dependencies ?? {})) visit(dep);
+const bundledPackage = (input) => {
+  const match = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(input);
+  return match ? match[1] : undefined;
+};
+
 for (const input of Object.keys(result.metafile.inputs)) {
+  const name = bundledPackage(input);
+  if (name !== undefined) {
+    if (!reachable.has(name)) problems.push(`${input} would be bundled; ${name} is not needed by apps/cli/package.json's dependencies`);
+    continue;
+  }
   if (!BUNDLED.some((allowed) => input === allowed || (allowed.endsWith('/') && input.startsWith(allowed)))) {
     problems.push(`${input} would be bundled; only ${BUNDLED.join(', ')} may be (no server code in the CLI package)`);
   }
@@ -75,7 +97,7 @@ const builtins = new Set(builtinModules);
 const packageOf = (spec) => spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/');
 for (const output of Object.values(result.metafile.outputs)) {
   for (const { path, external } of output.imports) {
-    if (!external || path.startsWith('node:') || builtins.has(path)) continue;
+    if (!external || path.startsWith('node:') || builtins.has(path) || path === 'bufferutil' || path === 'utf-8-validate') continue;
     const name = packageOf(path);
     const range = pkg.dependencies?.[name];
     if (!range) problems.push(`the bundle imports ${path} but apps/cli/package.json does not depend on ${name}`);
