@@ -1,7 +1,14 @@
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import { BoundedSet, compareCursors, FileCursorStore, maxCursor, MemoryCursorStore, ORIGIN, type CursorStore } from './cursor';
 import { Transport } from './http';
 import type { Cursor, CursorExpired, Frame, Header, MailboxPage, MonitorFact } from './types';
+
+/* eslint-disable @typescript-eslint/no-require-imports */
+// `ws` loads on the first connection: `roost send`, `roost mcp` and every SDK user that never
+// listens skip its ~14 modules at start-up.
+let webSocketClass: typeof WebSocket | undefined;
+const loadWebSocket = (): typeof WebSocket => (webSocketClass ??= require('ws') as typeof WebSocket);
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 /** Close codes (EXTENSIONS.md §1). */
 export const CLOSE_REVOKED = 4001;
@@ -216,7 +223,7 @@ export class Listener {
     const resume = this.options.resume !== false && this.resumeSupported !== false;
     this.event({ type: 'connecting', attempt, resume });
     const token = await this.token();
-    const ws = new WebSocket(this.wsUrl(resume), {
+    const ws = new (loadWebSocket())(this.wsUrl(resume), {
       headers: { authorization: `Bearer ${token}`, 'user-agent': this.options.userAgent ?? 'roost-client' },
       handshakeTimeout: 15_000,
     });
@@ -289,7 +296,7 @@ export class Listener {
     const waitMs = this.options.resumeWaitMs ?? 2000;
     const deadline = Date.now() + waitMs * 10;
     const check = () => {
-      if (!connection.awaitingReplay || connection.ws.readyState !== WebSocket.OPEN) return;
+      if (!connection.awaitingReplay || connection.ws.readyState !== connection.ws.OPEN) return;
       const quietFor = Date.now() - lastFrameAt;
       if (quietFor >= waitMs || Date.now() >= deadline) {
         connection.awaitingReplay = false;
@@ -331,7 +338,7 @@ export class Listener {
     for (let pass = 0; pass < 2; pass++) {
       if (pass === 1) await new Promise((resolve) => setTimeout(resolve, this.options.catchUpConfirmMs ?? 1000));
       for (;;) {
-        if (this.stopped || connection.ws.readyState !== WebSocket.OPEN) return;
+        if (this.stopped || connection.ws.readyState !== connection.ws.OPEN) return;
         const page = await this.transport.json<MailboxPage>({
           method: 'GET',
           path: '/mailbox',
@@ -356,7 +363,7 @@ export class Listener {
         if (page.next_cursor === null) break;
       }
     }
-    if (this.stopped || connection.ws.readyState !== WebSocket.OPEN) return;
+    if (this.stopped || connection.ws.readyState !== connection.ws.OPEN) return;
     await this.enqueue(() => this.settle(connection));
     this.event({ type: 'catchup', pages, delivered });
   }
