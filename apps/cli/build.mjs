@@ -1,5 +1,5 @@
-// Builds the publishable `@roost/cli` package (apps/cli/package.json): one esbuild bundle of
-// src/main.ts in dist/main.js. Inside the repository the CLI imports the SDK by relative path
+// Builds the publishable `@roost/cli` package (apps/cli/package.json): esbuild bundles of
+// src/main.ts in dist/ (split in four, see CHUNKS). Inside the repository the CLI imports the SDK by relative path
 // (libs/client/src/*); here those imports become the `@roost/client` package. Third-party packages
 // (this package's dependencies and theirs) are bundled too: `roost mcp` loads ~280 modules
 // (MCP SDK, zod, ajv) otherwise, and resolving and reading them one by one is most of its start-up.
@@ -53,18 +53,42 @@ const noOperator = {
   },
 };
 
+/**
+ * Four bundles, each loaded only when needed: main.js (argv dispatch), hook.js (`roost hook`, run
+ * on every tool call), cli.js (every other command) and mcp.js (`roost mcp`: the MCP SDK, zod and
+ * ajv, ~1 MB). One bundle of everything made `hook` and `send` parse that megabyte on every run.
+ */
+const CHUNKS = {
+  'apps/cli/src/main.ts': { './hook': './hook.js', './cli': './cli.js' },
+  'apps/cli/src/cli.ts': { './commands/mcp': './mcp.js' },
+};
+const splitChunks = {
+  name: 'roost-split-chunks',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/(hook|cli|commands\/mcp)$/ }, (args) => {
+      const target = CHUNKS[relative(root, args.importer).split(sep).join('/')]?.[args.path];
+      return target ? { path: target, external: true } : undefined;
+    });
+  },
+};
+
 const problems = [];
 const result = await build({
   absWorkingDir: root,
-  entryPoints: ['apps/cli/src/main.ts'],
-  outfile: join(here, 'dist', 'main.js'),
+  entryPoints: {
+    main: 'apps/cli/src/main.ts',
+    hook: 'apps/cli/src/hook.ts',
+    cli: 'apps/cli/src/cli.ts',
+    mcp: 'apps/cli/src/commands/mcp.ts',
+  },
+  outdir: join(here, 'dist'),
   bundle: true,
   platform: 'node',
   format: 'cjs',
   target: 'node20',
   // ws's optional native add-ons: required inside try/catch, absent is fine.
   external: ['bufferutil', 'utf-8-validate'],
-  plugins: [noOperator, sdkAsPackage],
+  plugins: [splitChunks, noOperator, sdkAsPackage],
   metafile: true,
   logLevel: 'warning',
 });
@@ -97,7 +121,7 @@ const builtins = new Set(builtinModules);
 const packageOf = (spec) => spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/');
 for (const output of Object.values(result.metafile.outputs)) {
   for (const { path, external } of output.imports) {
-    if (!external || path.startsWith('node:') || builtins.has(path) || path === 'bufferutil' || path === 'utf-8-validate') continue;
+    if (!external || path.startsWith('node:') || builtins.has(path) || path === 'bufferutil' || path === 'utf-8-validate' || path.startsWith('./')) continue;
     const name = packageOf(path);
     const range = pkg.dependencies?.[name];
     if (!range) problems.push(`the bundle imports ${path} but apps/cli/package.json does not depend on ${name}`);

@@ -302,7 +302,9 @@ const WEBSOCKET_ONLY = new Set(['monitor-fact']);
 function components(): Record<string, Schema> {
   const schemas: Record<string, Schema> = {};
   const add = (name: string, schema: Schema) => {
-    const { $id: _id, $schema: _dialect, $defs, ...rest } = schema;
+    // `$id` would rebase relative refs and `$schema` is the document's dialect already.
+    const rest = Object.fromEntries(Object.entries(schema).filter(([key]) => key !== '$id' && key !== '$schema' && key !== '$defs'));
+    const $defs = schema.$defs;
     for (const [def, value] of Object.entries(($defs ?? {}) as Record<string, Schema>)) {
       schemas[`${name}.${def}`] = rewriteRefs(value, name) as Schema;
     }
