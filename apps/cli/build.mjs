@@ -38,7 +38,9 @@ const sdkAsPackage = {
       if (!exported.has(name)) {
         return { errors: [{ text: `libs/client/src/${name} is not exported by @roost/client (libs/client/src/index.ts); export it there or stop importing it` }] };
       }
-      return { path: client.name, external: true };
+      // The module's own subpath (`@roost/client/http`): a command loads the SDK modules it uses,
+      // not the whole index; it is the same file the index re-exports, so classes stay one.
+      return { path: `${client.name}/${name}`, external: true };
     });
   },
 };

@@ -83,7 +83,9 @@ it('installs a roost bin with the SDK package and none of the server', async () 
   const dist = join(prefix, 'lib', 'node_modules', '@roost', 'cli', 'dist');
   expect(readdirSync(dist).filter((name) => name.endsWith('.js')).sort()).toEqual(['cli.js', 'hook.js', 'main.js', 'mcp.js']);
   const bundle = ['main.js', 'hook.js', 'cli.js', 'mcp.js'].map((name) => readFileSync(join(dist, name), 'utf8')).join('\n');
-  expect(bundle).toContain('require("@roost/client")');
+  // Each SDK module by its subpath (`@roost/client/http`), so a command loads only what it uses.
+  expect(bundle).toMatch(/require\("@roost\/client\/http"\)/);
+  expect(bundle).not.toMatch(/require\("\.\.?\/[^"]*libs\/client/);
   expect(bundle).not.toMatch(/libs\/(db|core|config|http)\/|@nestjs|kysely/);
   expect((await ok(['--version'])).trim()).toBe('0.1.0');
   const serve = await roost(['serve']);
