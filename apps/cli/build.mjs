@@ -88,8 +88,10 @@ const result = await build({
   platform: 'node',
   format: 'cjs',
   target: 'node20',
-  // ws's optional native add-ons: required inside try/catch, absent is fine.
-  external: ['bufferutil', 'utf-8-validate'],
+  // ws's optional native add-ons: required inside try/catch, absent is fine. marked (a dependency)
+  // stays a package: only the worktree mailbox's slow path needs it, and inlined it was 80 kB of
+  // the 110 kB every `roost hook` parses.
+  external: ['bufferutil', 'utf-8-validate', 'marked'],
   plugins: [splitChunks, noOperator, sdkAsPackage],
   metafile: true,
   logLevel: 'warning',
