@@ -2,13 +2,15 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createAgent, percentile, round, scratchDatabase, startOperatorProcess } from './support';
+import { createAgent, percentile, round, scratchDatabase, standaloneCli, startOperatorProcess } from './support';
 
 /**
  * `npm run bench -- cli`: wall time of whole `roost` processes, 30 runs each after 3 warm-ups:
  * `roost send` (one envelope, to an agent nobody reads), and `roost hook` with nothing new, in a
- * worktree with the mailbox installed and without one. `node_baseline` is `node -e 0` on the same machine, the floor every
- * figure includes. Uses DATABASE_URL when set, else the embedded PGlite.
+ * worktree with the mailbox installed and without one; each for the repository's CLI (dist/apps/cli)
+ * and, `*_bundle`, for the packed `@roost/cli` (its esbuild bundle). `node_baseline` is `node -e 0`
+ * on the same machine, the floor every figure includes. Uses DATABASE_URL when set, else the
+ * embedded PGlite.
  */
 
 const CLI = join(__dirname, '..', 'apps', 'cli', 'src', 'main.js');
@@ -65,7 +67,9 @@ export async function cliScenario(): Promise<Record<string, unknown>> {
     const alice = await createAgent(op, '@bench.alice');
     const bob = await createAgent(op, '@bench.bob');
     const carol = await createAgent(op, '@bench.carol');
+    const bundle = standaloneCli(scratch);
     const env = {
+      ...bundle.env,
       PATH: process.env.PATH ?? '',
       HOME: scratch,
       XDG_CONFIG_HOME: join(scratch, 'config'),
@@ -96,6 +100,8 @@ export async function cliScenario(): Promise<Record<string, unknown>> {
         { name: 'send', args: [CLI, '--as', '@bench.alice', 'send', '@bench.carol', '-t', 'bench', '-s', 'bench'], cwd: plain, check: (out) => out.startsWith('sent ') },
         { name: 'hook_nothing_new', args: [CLI, 'hook', '--event', 'PostToolUse'], cwd: worktree },
         { name: 'hook_nothing_new_without_mailbox', args: [CLI, 'hook', '--as', '@bench.bob', '--event', 'PostToolUse'], cwd: plain },
+        { name: 'send_bundle', args: [bundle.main, '--as', '@bench.alice', 'send', '@bench.carol', '-t', 'bench', '-s', 'bench'], cwd: plain, check: (out) => out.startsWith('sent ') },
+        { name: 'hook_nothing_new_bundle', args: [bundle.main, 'hook', '--event', 'PostToolUse'], cwd: worktree },
       ],
       env,
     );

@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { RoostClient } from '#client';
-import { createAgent, percentile, round, scratchDatabase, startOperatorProcess } from './support';
+import { createAgent, percentile, round, scratchDatabase, standaloneCli, startOperatorProcess } from './support';
 
 // js-tiktoken's types resolve as ESM under node16; its CommonJS build is what runs (as in bench/triage.ts).
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -17,7 +17,8 @@ const { getEncoding } = require('js-tiktoken') as { getEncoding(name: 'o200k_bas
  * `npm run bench -- mcp`: what the MCP server costs an agent.
  * - `tool_list_tokens`: the whole `tools/list` result (names, descriptions, input schemas) as JSON,
  *   with the triage bench's tokenizers (o200k_base, cl100k_base); paid at every session start.
- * - `initialize_ms`: from spawning `roost mcp` to its `initialize` answer on stdout (20 runs after 3 warm-ups).
+ * - `initialize_ms`: from spawning `roost mcp` to its `initialize` answer on stdout (20 runs after
+ *   3 warm-ups), for the repository's CLI and (`initialize_bundle_ms`) the packed `@roost/cli` bundle.
  * - `wait_wake_ms`: from the `202` of a send (written after the commit) to the waiting
  *   `wait_for_mail` call's result, over stdio (gateway WebSocket) and HTTP (`/mcp`, frame bus).
  * Uses DATABASE_URL (and REDIS_URL) when set, else the embedded PGlite and in-process bus.
@@ -39,10 +40,10 @@ function nodeBaseline(): Promise<number> {
   });
 }
 
-function initializeOnce(env: Record<string, string>): Promise<number> {
+function initializeOnce(cli: string, env: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, [CLI, 'mcp'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [cli, 'mcp'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (chunk: Buffer) => {
@@ -120,17 +121,22 @@ export async function mcpScenario(): Promise<Record<string, unknown>> {
     const tokens = { o200k_base: getEncoding('o200k_base').encode(listed).length, cl100k_base: getEncoding('cl100k_base').encode(listed).length };
 
     // Interleaved with `node -e 0`, so load on the shared machine weighs on both alike.
+    const bundle = standaloneCli(scratch);
     const initTimes: number[] = [];
+    const bundleTimes: number[] = [];
     const baseTimes: number[] = [];
     for (let i = 0; i < INIT_WARMUP + INIT_RUNS; i++) {
-      const ms = await initializeOnce(env('@bench.bob', bob));
+      const ms = await initializeOnce(CLI, env('@bench.bob', bob));
+      const bundled = await initializeOnce(bundle.main, { ...env('@bench.bob', bob), ...bundle.env });
       const base = await nodeBaseline();
       if (i >= INIT_WARMUP) {
         initTimes.push(ms);
+        bundleTimes.push(bundled);
         baseTimes.push(base);
       }
     }
     initTimes.sort((a, b) => a - b);
+    bundleTimes.sort((a, b) => a - b);
     baseTimes.sort((a, b) => a - b);
 
     const sender = new RoostClient({ url: op.url, token: alice });
@@ -147,6 +153,13 @@ export async function mcpScenario(): Promise<Record<string, unknown>> {
         min_ms: round(initTimes[0], 1),
         node_baseline_median_ms: round(percentile(baseTimes, 50), 1),
         over_baseline_ms: round(percentile(initTimes, 50) - percentile(baseTimes, 50), 1),
+        runs: INIT_RUNS,
+      },
+      initialize_bundle_ms: {
+        median_ms: round(percentile(bundleTimes, 50), 1),
+        p95_ms: round(percentile(bundleTimes, 95), 1),
+        min_ms: round(bundleTimes[0], 1),
+        over_baseline_ms: round(percentile(bundleTimes, 50) - percentile(baseTimes, 50), 1),
         runs: INIT_RUNS,
       },
       wait_wake_ms: { stdio: wakeStdio, http: wakeHttp },

@@ -1,7 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
+import { mkdirSync, symlinkSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createDatabase, type ScratchDatabase } from './database';
@@ -313,4 +314,19 @@ export function firstSeconds(samples: { starts: number[]; latencies: number[] },
     const inSecond = samples.latencies.filter((_, i) => samples.starts[i] >= s * 1000 && samples.starts[i] < (s + 1) * 1000).sort((a, b) => a - b);
     return { second: s + 1, n: inSecond.length, p50_ms: round(percentile(inSecond, 50)), p99_ms: round(percentile(inSecond, 99)), max_ms: round(inSecond.at(-1) ?? NaN) };
   });
+}
+
+/**
+ * The CLI as `npm install -g @roost/cli` gets it: apps/cli's esbuild bundle (built now), its
+ * `require("@roost/client")` answered by the SDK package built from libs/client, found through
+ * NODE_PATH. Returns the bundle's path and the environment to run it with.
+ */
+export function standaloneCli(scratch: string): { main: string; env: Record<string, string> } {
+  const root = join(__dirname, '..', '..');
+  execFileSync(process.execPath, [join(root, 'apps', 'cli', 'build.mjs')], { stdio: 'inherit' });
+  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'libs', 'client', 'tsconfig.json')], { stdio: 'inherit' });
+  const modules = join(scratch, 'standalone', 'node_modules');
+  mkdirSync(join(modules, '@roost'), { recursive: true });
+  symlinkSync(join(root, 'libs', 'client'), join(modules, '@roost', 'client'));
+  return { main: join(root, 'apps', 'cli', 'dist', 'main.js'), env: { NODE_PATH: modules } };
 }

@@ -34,6 +34,8 @@ export interface OperatorOptions {
   databaseUrl?: string;
   /** Fan out through the test Redis (own key prefix) instead of the in-process bus. Postgres only. */
   redis?: boolean;
+  /** Called with the built application before it initializes and listens (e.g. to add Fastify hooks). */
+  beforeListen?: (app: NestFastifyApplication) => void;
 }
 
 /** An in-process operator on loopback with its own database: Postgres (default) or PGlite. */
@@ -67,6 +69,7 @@ export async function startOperator(options: OperatorOptions = {}): Promise<Test
     ...options.env,
   });
   const app = await createRoostApp(config);
+  options.beforeListen?.(app);
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.getHttpServer().address() as { port: number };
   const url = `http://127.0.0.1:${address.port}`;

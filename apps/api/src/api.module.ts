@@ -21,6 +21,7 @@ import { MailboxService } from './mailbox/mailbox.service';
 import { MailWatchService } from './mcp/mail-watch.service';
 import { McpController } from './mcp/mcp.controller';
 import { McpService } from './mcp/mcp.service';
+import { OpenApiController } from './openapi/openapi.controller';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesService } from './messages/messages.service';
 import { ReceiptsController } from './receipts/receipts.controller';
@@ -46,6 +47,7 @@ import { SearchService } from './search/search.service';
     AdminConsoleController,
     AdminOrgsController,
     McpController,
+    OpenApiController,
   ],
   providers: [
     AgentGuard,

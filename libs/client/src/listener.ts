@@ -3,10 +3,11 @@ import { BoundedSet, compareCursors, FileCursorStore, maxCursor, MemoryCursorSto
 import { Transport } from './http';
 import type { Cursor, CursorExpired, Frame, Header, MailboxPage, MonitorFact } from './types';
 
-// ws loads on the first connect: a program that imports the SDK only for REST (the CLI's hook,
-// the operator's domain ids) never pays for the WebSocket library.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const loadWebSocket = (): typeof WebSocket => require('ws') as typeof WebSocket;
+// ws loads on the first connect: a program that imports the SDK only for REST (the CLI's hook and
+// `send`, `roost mcp`, the operator's domain ids) never pays for the WebSocket library.
+let webSocketClass: typeof WebSocket | undefined;
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
+const loadWebSocket = (): typeof WebSocket => (webSocketClass ??= require('ws') as typeof WebSocket);
 
 /** Close codes (EXTENSIONS.md §1). */
 export const CLOSE_REVOKED = 4001;

@@ -5,3 +5,4 @@ export * from './http-adapter';
 export * from './logging';
 export * from './params';
 export * from './routes';
+export * from './openapi';

@@ -1,2 +1,3 @@
 export * from './responses';
 export * from './schemas';
+export * from './openapi-schemas';

@@ -79,9 +79,13 @@ it('installs a roost bin with the SDK package and none of the server', async () 
   const modules = join(prefix, 'lib', 'node_modules', '@roost', 'cli', 'node_modules');
   for (const name of SERVER_ONLY) expect([name, existsSync(join(modules, name))]).toEqual([name, false]);
   expect(existsSync(join(prefix, 'lib', 'node_modules', '@roost', 'client', 'dist', 'index.js'))).toBe(true);
-  // The bundle requires the SDK as a package, never the repository's sources.
-  const bundle = readFileSync(join(prefix, 'lib', 'node_modules', '@roost', 'cli', 'dist', 'main.js'), 'utf8');
-  expect(bundle).toContain('require("@roost/client")');
+  // The bundles (main, hook, cli, mcp) require the SDK as a package, never the repository's sources.
+  const dist = join(prefix, 'lib', 'node_modules', '@roost', 'cli', 'dist');
+  expect(readdirSync(dist).filter((name) => name.endsWith('.js')).sort()).toEqual(['cli.js', 'hook.js', 'main.js', 'mcp.js']);
+  const bundle = ['main.js', 'hook.js', 'cli.js', 'mcp.js'].map((name) => readFileSync(join(dist, name), 'utf8')).join('\n');
+  // Each SDK module by its subpath (`@roost/client/http`), so a command loads only what it uses.
+  expect(bundle).toMatch(/require\("@roost\/client\/http"\)/);
+  expect(bundle).not.toMatch(/require\("\.\.?\/[^"]*libs\/client/);
   expect(bundle).not.toMatch(/libs\/(db|core|config|http)\/|@nestjs|kysely/);
   expect((await ok(['--version'])).trim()).toBe('0.1.0');
   const serve = await roost(['serve']);
