@@ -35,7 +35,7 @@ interface Operation {
   body?: Body;
   /** Success responses by status; errors (4XX/5XX, the ASMTP error body) are added to every route. */
   ok: Record<number, Body | null>;
-  /** Console API routes (contracts.md), described from the contract until they are merged. */
+  /** Console API routes (docs/console-api.md). */
   console?: boolean;
 }
 
@@ -202,7 +202,7 @@ const OPERATIONS: Operation[] = [
       query('after', 'Console API: the `next` handle of the previous page.', handle),
       query('include', 'Console API: `unread` adds each agent\'s unread count.', { type: 'string', enum: ['unread'] }),
     ],
-    ok: { 200: json({ oneOf: [ref('admin-agent-list'), ref('admin-agent-page')] }) },
+    ok: { 200: 'admin-agent-listing' },
   },
   { method: 'get', path: '/_admin/agents/{handle}', id: 'adminGetAgent', tag: 'admin', summary: 'One agent', auth: 'admin', params: [agentHandle], ok: { 200: 'admin-agent' } },
   { method: 'patch', path: '/_admin/agents/{handle}', id: 'adminUpdateAgent', tag: 'admin', summary: 'Update an agent', auth: 'admin', params: [agentHandle], body: 'admin-agent-patch', ok: { 200: 'admin-agent' } },
@@ -231,8 +231,8 @@ const OPERATIONS: Operation[] = [
 ];
 
 /**
- * Console API (contracts.md "Console API"), described from the contract: read-only views of any
- * agent's mail for operators and org admins. Kept apart so it is easy to adjust once implemented.
+ * Console API (docs/console-api.md): read-only views of any agent's mail for operators and org
+ * admins, the live feed and the overview.
  */
 function consoleOperations(): Operation[] {
   const c = (operation: Omit<Operation, 'tag' | 'auth' | 'console'>): Operation => ({ ...operation, tag: 'console', auth: 'admin', console: true });

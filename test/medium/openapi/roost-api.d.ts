@@ -803,6 +803,24 @@ export interface components {
         "admin-agent-list": {
             agents: components["schemas"]["admin-agent"][];
         };
+        /** GET /_admin/agents response: the reference listing, or the console's page when q, limit, after or include is given */
+        "admin-agent-listing": components["schemas"]["admin-agent-list"] | components["schemas"]["admin-agent-page"];
+        /** GET /_admin/agents?q=&limit=&after=&include= response: the console's paged search (docs/console-api.md) */
+        "admin-agent-page": {
+            agents: {
+                handle: components["schemas"]["common.handle"];
+                policy: components["schemas"]["common.policy"];
+                allowlist: components["schemas"]["common.allowlistEntry"][];
+                display_name: string;
+                description: string | null;
+                card_body: string | null;
+                visibility: components["schemas"]["common.visibility"];
+                content_guard?: components["schemas"]["common.guardPolicy"];
+                retention_days?: number;
+                unread?: number;
+            }[];
+            next: components["schemas"]["common.handle"] | null;
+        };
         /** PATCH /_admin/agents/{handle} request body (ASMTP.md §1.4; EXTENSIONS.md §5) */
         "admin-agent-patch": {
             /** @enum {unknown} */
@@ -815,6 +833,45 @@ export interface components {
             /** @enum {unknown} */
             content_guard?: "off" | "warn" | "block" | null;
             retention_days?: number | null;
+        };
+        /** GET /_admin/overview response (docs/console-api.md); dependencies and backlogs are null for an organization's token */
+        "admin-overview": {
+            dependencies: {
+                postgres: boolean;
+                redis: boolean;
+            } | null;
+            traffic: {
+                minute: string;
+                envelopes: number;
+            }[];
+            backlogs: {
+                streams: {
+                    partition: number;
+                    length: number;
+                    lag: number;
+                }[];
+                queues: {
+                    queue: string;
+                    waiting: number;
+                    delayed: number;
+                    failed: number;
+                }[];
+            } | null;
+            largest_mailboxes: {
+                handle: components["schemas"]["common.handle"];
+                unread: number;
+            }[];
+            /** @description Operator token only: no Redis (in-process bus and timers); redis then reports the in-process bus. */
+            embedded?: boolean;
+        };
+        /** GET /_admin/whoami response (docs/console-api.md) */
+        "admin-whoami": {
+            /** @constant */
+            scope: "operator";
+        } | {
+            /** @constant */
+            scope: "org";
+            org: string;
         };
         /** GET /agents/{owner}/{name} response (ASMTP.md §3.8) */
         "agent-discovery": {
@@ -1156,50 +1213,6 @@ export interface components {
                 message: string;
                 data?: unknown;
             };
-        };
-        /** GET /_admin/whoami response */
-        "admin-whoami": {
-            /** @constant */
-            scope: "operator";
-        } | {
-            /** @constant */
-            scope: "org";
-            org: string;
-        };
-        /** GET /_admin/agents page (with q, limit or after) */
-        "admin-agent-page": {
-            agents: ({
-                unread?: number;
-            } & components["schemas"]["admin-agent"])[];
-            next: null | components["schemas"]["common.handle"];
-        };
-        /** GET /_admin/overview response */
-        "admin-overview": {
-            dependencies: null | {
-                postgres: boolean;
-                redis: boolean;
-            };
-            traffic: {
-                minute: string;
-                envelopes: number;
-            }[];
-            backlogs: null | {
-                streams: {
-                    partition: number;
-                    length: number;
-                    lag: number;
-                }[];
-                queues: {
-                    queue: string;
-                    waiting: number;
-                    delayed: number;
-                    failed: number;
-                }[];
-            };
-            largest_mailboxes: {
-                handle: components["schemas"]["common.handle"];
-                unread: number;
-            }[];
         };
     };
     responses: {
@@ -2146,7 +2159,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["admin-agent-list"] | components["schemas"]["admin-agent-page"];
+                    "application/json": components["schemas"]["admin-agent-listing"];
                 };
             };
             "4XX": components["responses"]["ClientError"];
