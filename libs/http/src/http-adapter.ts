@@ -1,5 +1,5 @@
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Server as NetServer, type Socket } from 'node:net';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { AsmtpError } from '#domain';
@@ -69,9 +69,19 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
 export interface HttpDrain {
   /** From now on every new request is refused `503` + `Connection: close`; in-flight ones finish. */
   begin(): void;
-  /** Resolves once every request that arrived before begin() has been answered (or abandoned). */
+  /**
+   * Resolves once every request that arrived before begin() has been answered (or abandoned) and
+   * the listener is closed with no connection left (see quiesce below).
+   */
   settled(): Promise<void>;
 }
+
+/**
+ * After the last earlier request: how long connections still open may send one more request (it
+ * gets the 503 + `Connection: close`) before they are closed. Node's own close destroyed them at
+ * once, a fresh connection whose request was already on its way included: that request was reset.
+ */
+const QUIESCE_MS = 500;
 
 /**
  * A drain (SIGTERM) keeps the listener open while requests that arrived earlier finish: a request
@@ -79,7 +89,9 @@ export interface HttpDrain {
  * ASMTP error body and `Connection: close`, so the client retries on another node instead of
  * meeting a reset; every answer sent during the drain closes its connection. Once the last earlier
  * request is answered, `settled()` resolves and the process closes the server and exits. Closing
- * the server (Fastify's preClose, e.g. `app.close()` in tests) starts the drain too. Fastify's own
+ * the server (Fastify's preClose, e.g. `app.close()` in tests) starts the drain too. Then the
+ * listener stops and open connections get QUIESCE_MS to send a last request before they are
+ * closed (a connection being answered closes by itself after its answer). Fastify's own
  * `return503OnClosing` answered `{"error":"Service Unavailable",...}`, not an ASMTP error. The
  * refusal is a preParsing hook, so the request id and the access log still cover it.
  */
@@ -87,10 +99,18 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
   let draining = false;
   let inFlight = 0;
   let onSettled: (() => void) | undefined;
-  const settled = new Promise<void>((resolve) => (onSettled = resolve));
+  const answered = new Promise<void>((resolve) => (onSettled = resolve));
   const check = () => {
     if (draining && inFlight === 0) onSettled?.();
   };
+  // Every open connection, with its requests not yet answered (a connection is idle at 0).
+  const server = fastify.server;
+  const connections = new Map<Socket, number>();
+  server.on('connection', (socket: Socket) => {
+    connections.set(socket, 0);
+    socket.once('close', () => connections.delete(socket));
+  });
+  const settled = answered.then(() => quiesce(server, connections));
   const begin = () => {
     draining = true;
     check();
@@ -98,6 +118,11 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
   /** Requests that arrived before the drain began: they finish, whatever comes after. */
   const earlier = new WeakSet<object>();
   fastify.addHook('onRequest', (request, reply, done) => {
+    const socket = request.raw.socket;
+    if (connections.has(socket)) {
+      connections.set(socket, connections.get(socket)! + 1);
+      reply.raw.once('close', () => connections.has(socket) && connections.set(socket, connections.get(socket)! - 1));
+    }
     if (draining) return done();
     earlier.add(request);
     inFlight++;
@@ -126,6 +151,17 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
     done(null, payload);
   });
   return { begin, settled: () => settled };
+}
+
+/**
+ * Stop listening (net.Server's close: http.Server's would also destroy every idle connection at
+ * once), give open connections QUIESCE_MS to send a last request, then close the idle ones.
+ */
+async function quiesce(server: Server, connections: Map<Socket, number>): Promise<void> {
+  if (server.listening) NetServer.prototype.close.call(server);
+  const deadline = Date.now() + QUIESCE_MS;
+  while (connections.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  for (const [socket, pending] of connections) if (pending === 0) socket.destroy();
 }
 
 /**
