@@ -185,6 +185,7 @@ describe('SIGTERM: refuse new requests with 503 + Connection: close, finish in-f
     const reader = await TestProcess.start({
       name: 'api (reader)',
       env: { ROOST_ROLE: 'all', DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'warn', ROOST_HOST: '127.0.0.1' },
+      startTimeoutMs: 90_000,
     });
     try {
       const listing = await new TestClient(reader.url).get('/mailbox?order=asc', bob);
