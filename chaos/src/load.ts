@@ -37,9 +37,10 @@ const RETRY_DELAYS_MS = [500, 1_000, 2_000, 3_000, 4_000];
 /**
  * How long an api that failed a request stays out of rotation. A client that kept connecting to a
  * draining api met kernel resets when its listener closed (connections still in the accept queue):
- * a real load balancer stops routing to a node that refuses or answers the drain's 503.
+ * a real load balancer stops routing to a node that refuses or answers the drain's 503 (Envoy's
+ * outlier detection ejects for 30 s; 3 s was shorter than a drain at load 30).
  */
-const EJECT_MS = 3_000;
+const EJECT_MS = 10_000;
 
 /**
  * A steady-rate sender: every `1/rate` s a new envelope from a random sender to one or two random

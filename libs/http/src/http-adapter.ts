@@ -77,9 +77,9 @@ export interface HttpDrain {
 }
 
 /**
- * After the last earlier request: how long connections still open may send one more request (it
- * gets the 503 + `Connection: close`) before they are closed. Node's own close destroyed them at
- * once, a fresh connection whose request was already on its way included: that request was reset.
+ * After the last earlier request: how long a fresh connection (no request yet) may send one (it
+ * gets the 503 + `Connection: close`) before it is closed. Node's own close destroyed them at
+ * once, with their request already on its way: that request was reset.
  */
 const QUIESCE_MS = 500;
 
@@ -90,8 +90,8 @@ const QUIESCE_MS = 500;
  * meeting a reset; every answer sent during the drain closes its connection. Once the last earlier
  * request is answered, `settled()` resolves and the process closes the server and exits. Closing
  * the server (Fastify's preClose, e.g. `app.close()` in tests) starts the drain too. Then the
- * listener stops and open connections get QUIESCE_MS to send a last request before they are
- * closed (a connection being answered closes by itself after its answer). Fastify's own
+ * listener stops, idle kept-alive connections close, and fresh ones get QUIESCE_MS to send their
+ * request (a connection being answered closes by itself after its answer). Fastify's own
  * `return503OnClosing` answered `{"error":"Service Unavailable",...}`, not an ASMTP error. The
  * refusal is a preParsing hook, so the request id and the access log still cover it.
  */
@@ -103,14 +103,16 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
   const check = () => {
     if (draining && inFlight === 0) onSettled?.();
   };
-  // Every open connection, with its requests not yet answered (a connection is idle at 0).
+  // Every open connection, with its requests not yet answered (a connection is idle at 0), and
+  // those that have had a request (kept alive since) apart from fresh ones.
   const server = fastify.server;
   const connections = new Map<Socket, number>();
+  const used = new WeakSet<Socket>();
   server.on('connection', (socket: Socket) => {
     connections.set(socket, 0);
     socket.once('close', () => connections.delete(socket));
   });
-  const settled = answered.then(() => quiesce(server, connections));
+  const settled = answered.then(() => quiesce(server, connections, used));
   const begin = () => {
     draining = true;
     check();
@@ -119,6 +121,7 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
   const earlier = new WeakSet<object>();
   fastify.addHook('onRequest', (request, reply, done) => {
     const socket = request.raw.socket;
+    used.add(socket);
     if (connections.has(socket)) {
       connections.set(socket, connections.get(socket)! + 1);
       reply.raw.once('close', () => connections.has(socket) && connections.set(socket, connections.get(socket)! - 1));
@@ -155,13 +158,18 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
 
 /**
  * Stop listening (net.Server's close: http.Server's would also destroy every idle connection at
- * once), give open connections QUIESCE_MS to send a last request, then close the idle ones.
+ * once). Idle kept-alive connections close now, as Node does; a fresh connection (its request may
+ * be on its way) gets QUIESCE_MS to send it, then the idle ones close.
  */
-async function quiesce(server: Server, connections: Map<Socket, number>): Promise<void> {
+async function quiesce(server: Server, connections: Map<Socket, number>, used: WeakSet<Socket>): Promise<void> {
   if (server.listening) NetServer.prototype.close.call(server);
+  const closeIdle = (all: boolean) => {
+    for (const [socket, pending] of connections) if (pending === 0 && (all || used.has(socket))) socket.destroy();
+  };
+  closeIdle(false);
   const deadline = Date.now() + QUIESCE_MS;
   while (connections.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-  for (const [socket, pending] of connections) if (pending === 0) socket.destroy();
+  closeIdle(true);
 }
 
 /**
