@@ -48,7 +48,9 @@ export class Node {
       script,
       env: { ROOST_METRICS_PORT: '0', ...env, ROOST_ROLE: role, ROOST_HOST: '127.0.0.1' },
       port,
-      startTimeoutMs: 60_000, // six processes starting at once on a busy 2-core machine
+      // Six processes starting at once on a busy 2-core machine: at load 30 a start took over 60 s,
+      // and a start cut at 60 s began again from nothing (both apis never came back in one run).
+      startTimeoutMs: 180_000,
       keepLines,
     };
   }

@@ -7,8 +7,8 @@ import { join, resolve } from 'node:path';
  * A short `npm run chaos` (chaos/src/main.ts): about a minute of load on 2 api + 2 gateway + 2
  * worker processes with a private Postgres and Redis behind loopback proxies, and one fault of
  * each kind in SMOKE_KINDS (a minute has room for about ten faults, so the smoke run takes a mix of
- * old and new kinds: kill -9, a locked mailbox row, a
- * slow Postgres, partitions of Postgres and Redis, a Postgres restart), then the checker. The run
+ * old and new kinds: kill -9, a locked mailbox row, a slow Postgres, partitions of Postgres and
+ * Redis, a Postgres restart), then the checker. The run
  * must exit 0: nothing lost, duplicated or half-written, every listener and schedule exact, no
  * drain that reset a request, and the system recovered by itself. Every kind is covered by
  * `npm run chaos` (10 minutes, all kinds) by hand. The whole-role outages (20 s each, plus a restart
@@ -21,13 +21,15 @@ const SMOKE_KINDS = [
   'kill-api',
   'kill-worker',
   'restart-postgres',
-  // 'sigterm' is left out until an open finding is fixed: under mixed faults a SIGTERMed api that
-  // drained and exited 0 still reset 7 requests in one run (seed 909516888; cause not yet found).
-  // `npm run chaos` keeps the kind and its check.
+  // 'sigterm' stays out: the drain's quiesce step (http-adapter.ts) and the load generator's
+  // rotation took the resets of a drained api from 123 / 7 per run to 9 (10-minute run) and 1
+  // (this run, seed 820974519, load ~30), but not to 0; fetch cannot tell a request written on a
+  // kept-alive socket the server was closing from a cut one. test/e2e/drain-load.test.ts (Node's
+  // `reusedSocket`) sees none; `npm run chaos` keeps the kind and its check.
   'lock-mailbox',
   'slow-postgres',
-  // 'partition-postgres' is left out too: in a 10-minute run a few requests answered 500 (not 503)
-  // while Postgres was cut, an open finding; `npm run chaos` keeps the kind.
+  // A blackhole or a cut of Postgres: only 202 or 503 (pg's query_timeout is a 503, errors.ts).
+  'partition-postgres',
   'partition-redis',
 ];
 

@@ -118,6 +118,7 @@ describe('SIGTERM: refuse new requests with 503 + Connection: close, finish in-f
     api = await TestProcess.start({
       name: 'api (drain)',
       env: operatorEnv(database.url, adminToken, { ROOST_ROLE: 'api', ROOST_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) }),
+      startTimeoutMs: 90_000, // a start takes over 30 s at load 30 on the shared 2-core machine
     });
     const client = new TestClient(api.url);
     const alice = (await client.post('/_admin/agents', { handle: '@dr.alice', policy: 'open' }, adminToken)).body.token as string;
@@ -185,6 +186,7 @@ describe('SIGTERM: refuse new requests with 503 + Connection: close, finish in-f
     const reader = await TestProcess.start({
       name: 'api (reader)',
       env: { ROOST_ROLE: 'all', DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'warn', ROOST_HOST: '127.0.0.1' },
+      startTimeoutMs: 90_000,
     });
     try {
       const listing = await new TestClient(reader.url).get('/mailbox?order=asc', bob);

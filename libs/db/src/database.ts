@@ -14,6 +14,7 @@ import {
 } from 'kysely';
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { isUnavailable } from '#domain';
 import type { DB } from './schema';
 import { PGliteDialect, SessionLock } from './pglite-dialect';
 import { DurableNodeFS, durableStartParams, type SyncKind } from './pglite-durable-fs';
@@ -183,13 +184,13 @@ export function openPostgres(options: PostgresOptions): Database {
         });
       } catch (error) {
         // A connection-level failure must not go back to the pool.
-        if (!(error as { code?: string }).code?.match(/^[0-9A-Z]{5}$/)) broken = error as Error;
+        if (!hasSqlState(error)) broken = error as Error;
         throw error;
       } finally {
         client.release(broken);
       }
     },
-    transaction: (fn) => database.withSession((session) => inTransaction(session, fn, begin)),
+    transaction: (fn) => database.withSession((session) => inTransaction(session, fn, begin, true)),
     prepared: <R>(name: string, query: CompiledQuery) => runPrepared<R>(pool, name, query),
     async warm(statements, connections) {
       const clients = await Promise.all(Array.from({ length: Math.min(connections, options.poolSize) }, () => pool.connect()));
@@ -302,14 +303,27 @@ export async function openPglite(
   return database;
 }
 
-async function inTransaction<T>(session: SqlSession, fn: (session: SqlSession) => Promise<T>, begin = 'begin'): Promise<T> {
+async function inTransaction<T>(
+  session: SqlSession,
+  fn: (session: SqlSession) => Promise<T>,
+  begin = 'begin',
+  lostConnection = false,
+): Promise<T> {
   await session.exec(begin);
   try {
     const result = await fn(session);
     await session.exec('commit');
     return result;
   } catch (error) {
-    await session.exec('rollback').catch(() => undefined);
+    // A lost or stalled connection (no SQLSTATE: reset, query_timeout) is destroyed on release,
+    // which ends the transaction server-side; a rollback on it would only stall one more timeout.
+    if (!(lostConnection && isUnavailable(error) && !hasSqlState(error))) await session.exec('rollback').catch(() => undefined);
     throw error;
   }
+}
+
+/** A server error (SQLSTATE) leaves the connection usable; anything else (EPIPE too) does not. */
+function hasSqlState(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) && code !== 'EPIPE';
 }

@@ -75,15 +75,22 @@ const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'E
 // SQLSTATE: 08 connection exception; 57P01-03 shutdown / cannot connect now; 53300 too many
 // connections; 57014 statement timeout (a stuck dependency must not pin a request).
 const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300|57014)$/;
+// pg: `Query read timeout` is query_timeout firing (a partition stalls the socket, so the server's
+// statement_timeout never answers); `timeout expired` a connect that stalled; `Client was closed`
+// a query on a client whose socket just ended.
 const UNAVAILABLE_MESSAGES =
-  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection is closed|Reached the max retries per request|database system is (starting up|shutting down)|Command timed out|connection timeout/i;
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable|Query read timeout|^timeout expired$|Connection is closed|Reached the max retries per request|database system is (starting up|shutting down)|Command timed out|connection timeout/i;
 
 /** True when `error` means a dependency (Postgres, Redis) is down or too slow: a 503, not a 500. */
-export function isUnavailable(error: unknown): boolean {
+export function isUnavailable(error: unknown, depth = 0): boolean {
   if (error === null || typeof error !== 'object') return false;
   if (error instanceof AsmtpError) return error.status === 503;
-  const { code, message, name } = error as { code?: unknown; message?: unknown; name?: unknown };
+  const { code, message, name, cause, errors } = error as { code?: unknown; message?: unknown; name?: unknown; cause?: unknown; errors?: unknown };
   if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code))) return true;
   if (name === 'MaxRetriesPerRequestError') return true;
-  return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message);
+  if (typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)) return true;
+  // A wrapper (`new Error(msg, { cause })`, an AggregateError of connect attempts) is what it wraps.
+  if (depth >= 3) return false;
+  if (isUnavailable(cause, depth + 1)) return true;
+  return Array.isArray(errors) && errors.some((inner) => isUnavailable(inner, depth + 1));
 }

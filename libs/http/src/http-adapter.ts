@@ -1,5 +1,5 @@
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
+import { STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Server as NetServer, type Socket } from 'node:net';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { AsmtpError } from '#domain';
@@ -69,9 +69,19 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
 export interface HttpDrain {
   /** From now on every new request is refused `503` + `Connection: close`; in-flight ones finish. */
   begin(): void;
-  /** Resolves once every request that arrived before begin() has been answered (or abandoned). */
+  /**
+   * Resolves once every request that arrived before begin() has been answered (or abandoned) and
+   * the listener is closed with no connection left (see quiesce below).
+   */
   settled(): Promise<void>;
 }
+
+/**
+ * After the last earlier request: how long a fresh connection (no request yet) may send one (it
+ * gets the 503 + `Connection: close`) before it is closed. Node's own close destroyed them at
+ * once, with their request already on its way: that request was reset.
+ */
+const QUIESCE_MS = 500;
 
 /**
  * A drain (SIGTERM) keeps the listener open while requests that arrived earlier finish: a request
@@ -79,7 +89,9 @@ export interface HttpDrain {
  * ASMTP error body and `Connection: close`, so the client retries on another node instead of
  * meeting a reset; every answer sent during the drain closes its connection. Once the last earlier
  * request is answered, `settled()` resolves and the process closes the server and exits. Closing
- * the server (Fastify's preClose, e.g. `app.close()` in tests) starts the drain too. Fastify's own
+ * the server (Fastify's preClose, e.g. `app.close()` in tests) starts the drain too. Then the
+ * listener stops, idle kept-alive connections close, and fresh ones get QUIESCE_MS to send their
+ * request (a connection being answered closes by itself after its answer). Fastify's own
  * `return503OnClosing` answered `{"error":"Service Unavailable",...}`, not an ASMTP error. The
  * refusal is a preParsing hook, so the request id and the access log still cover it.
  */
@@ -87,12 +99,22 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
   let draining = false;
   let inFlight = 0;
   let onSettled: (() => void) | undefined;
-  const settled = new Promise<void>((resolve) => (onSettled = resolve));
+  const answered = new Promise<void>((resolve) => (onSettled = resolve));
   const check = () => {
     if (draining && inFlight === 0) onSettled?.();
   };
   const listeners = new Set<() => void>();
   drainListeners.set(fastify.server, listeners);
+  // Every open connection, with its requests not yet answered (a connection is idle at 0), and
+  // those that have had a request (kept alive since) apart from fresh ones.
+  const server = fastify.server;
+  const connections = new Map<Socket, number>();
+  const used = new WeakSet<Socket>();
+  server.on('connection', (socket: Socket) => {
+    connections.set(socket, 0);
+    socket.once('close', () => connections.delete(socket));
+  });
+  const settled = answered.then(() => quiesce(server, connections, used));
   const begin = () => {
     if (!draining) for (const listener of [...listeners]) listener();
     draining = true;
@@ -101,6 +123,12 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
   /** Requests that arrived before the drain began: they finish, whatever comes after. */
   const earlier = new WeakSet<object>();
   fastify.addHook('onRequest', (request, reply, done) => {
+    const socket = request.raw.socket;
+    used.add(socket);
+    if (connections.has(socket)) {
+      connections.set(socket, connections.get(socket)! + 1);
+      reply.raw.once('close', () => connections.has(socket) && connections.set(socket, connections.get(socket)! - 1));
+    }
     if (draining) return done();
     earlier.add(request);
     inFlight++;
@@ -143,6 +171,22 @@ export function onDrain(server: FastifyInstance, listener: () => void): () => vo
   const listeners = drainListeners.get(server.server);
   listeners?.add(listener);
   return () => listeners?.delete(listener);
+}
+
+/**
+ * Stop listening (net.Server's close: http.Server's would also destroy every idle connection at
+ * once). Idle kept-alive connections close now, as Node does; a fresh connection (its request may
+ * be on its way) gets QUIESCE_MS to send it, then the idle ones close.
+ */
+async function quiesce(server: Server, connections: Map<Socket, number>, used: WeakSet<Socket>): Promise<void> {
+  if (server.listening) NetServer.prototype.close.call(server);
+  const closeIdle = (all: boolean) => {
+    for (const [socket, pending] of connections) if (pending === 0 && (all || used.has(socket))) socket.destroy();
+  };
+  closeIdle(false);
+  const deadline = Date.now() + QUIESCE_MS;
+  while (connections.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+  closeIdle(true);
 }
 
 /**
