@@ -3,7 +3,8 @@ import pg from 'pg';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { operatorEnv, sleep, stopAll, TestProcess, type Exit } from '../support/processes';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { operatorEnv, stopAll, TestProcess, type Exit } from '../support/processes';
 
 /**
  * SIGTERM of one of two apis under keep-alive load (a rolling update): twelve senders keep

@@ -3,7 +3,8 @@ import { ulid } from '#domain';
 import { TcpProxy } from '../../chaos/src/proxy';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { operatorEnv, sleep, TestProcess } from '../support/processes';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { operatorEnv, TestProcess } from '../support/processes';
 
 /**
  * A network partition between an api and Postgres under concurrent sends, through the chaos
