@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const require = createRequire(import.meta.url);
-const { buildOpenApiDocument } = require('../dist/libs/http/src/openapi.js');
+const { buildOpenApiDocument } = require('../dist/apps/api/src/openapi/openapi.document.js');
 const root = new URL('..', import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), 'roost-openapi-'));
 try {

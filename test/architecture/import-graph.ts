@@ -157,8 +157,8 @@ export function forbiddenEdges(graph: Graph, root: string): string[] {
       if (!rules) continue; // bench, chaos and test may use anything
       if (!rules.includes(target)) problems.push(`${from} → ${to}: ${source} may not import ${target}`);
       else if (!specifier.startsWith('#')) problems.push(`${from} → ${to}: another unit is imported by its # alias, not by path (${specifier})`);
-    } else if (specifier.endsWith('.json') && existsSync(join(root, to))) {
-      continue;
+    } else if ((specifier.endsWith('.json') && existsSync(join(root, to))) || existsSync(join(root, `${to}.d.ts`))) {
+      continue; // data, or a declaration file (generated types)
     } else if (specifier.startsWith('.') || specifier.startsWith('#')) {
       problems.push(`${from}: ${specifier} names no source file`);
     } else if (!isBuiltin(specifier)) {

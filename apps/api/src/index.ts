@@ -1,1 +1,2 @@
 export { ApiModule } from './api.module';
+export { buildOpenApiDocument, openApiOperations } from './openapi/openapi.document';

@@ -5,4 +5,3 @@ export * from './http-adapter';
 export * from './logging';
 export * from './params';
 export * from './routes';
-export * from './openapi';

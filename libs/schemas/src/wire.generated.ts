@@ -167,6 +167,102 @@ export interface WireSchemaDocuments {
       }
     }
   };
+  'admin-agent-listing': {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://roost.dev/schemas/admin-agent-listing.schema.json",
+    "title": "GET /_admin/agents response: the reference listing, or the console's page when q, limit, after or include is given",
+    "oneOf": [
+      {
+        "$ref": "https://roost.dev/schemas/admin-agent-list.schema.json"
+      },
+      {
+        "$ref": "https://roost.dev/schemas/admin-agent-page.schema.json"
+      }
+    ]
+  };
+  'admin-agent-page': {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://roost.dev/schemas/admin-agent-page.schema.json",
+    "title": "GET /_admin/agents?q=&limit=&after=&include= response: the console's paged search (docs/console-api.md)",
+    "type": "object",
+    "required": [
+      "agents",
+      "next"
+    ],
+    "additionalProperties": false,
+    "properties": {
+      "agents": {
+        "type": "array",
+        "items": {
+          "type": "object",
+          "required": [
+            "handle",
+            "policy",
+            "allowlist",
+            "display_name",
+            "description",
+            "card_body",
+            "visibility"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "handle": {
+              "$ref": "https://roost.dev/schemas/common.schema.json#/$defs/handle"
+            },
+            "policy": {
+              "$ref": "https://roost.dev/schemas/common.schema.json#/$defs/policy"
+            },
+            "allowlist": {
+              "type": "array",
+              "items": {
+                "$ref": "https://roost.dev/schemas/common.schema.json#/$defs/allowlistEntry"
+              }
+            },
+            "display_name": {
+              "type": "string",
+              "minLength": 1
+            },
+            "description": {
+              "type": [
+                "string",
+                "null"
+              ]
+            },
+            "card_body": {
+              "type": [
+                "string",
+                "null"
+              ]
+            },
+            "visibility": {
+              "$ref": "https://roost.dev/schemas/common.schema.json#/$defs/visibility"
+            },
+            "content_guard": {
+              "$ref": "https://roost.dev/schemas/common.schema.json#/$defs/guardPolicy"
+            },
+            "retention_days": {
+              "type": "integer",
+              "minimum": 1
+            },
+            "unread": {
+              "type": "integer",
+              "minimum": 0
+            }
+          }
+        }
+      },
+      "next": {
+        "oneOf": [
+          {
+            "$ref": "https://roost.dev/schemas/common.schema.json#/$defs/handle"
+          },
+          {
+            "type": "null"
+          }
+        ]
+      }
+    }
+  };
   'admin-agent-patch': {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "$id": "https://roost.dev/schemas/admin-agent-patch.schema.json",
@@ -298,6 +394,201 @@ export interface WireSchemaDocuments {
         "minimum": 1
       }
     }
+  };
+  'admin-overview': {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://roost.dev/schemas/admin-overview.schema.json",
+    "title": "GET /_admin/overview response (docs/console-api.md); dependencies and backlogs are null for an organization's token",
+    "type": "object",
+    "required": [
+      "dependencies",
+      "traffic",
+      "backlogs",
+      "largest_mailboxes"
+    ],
+    "additionalProperties": false,
+    "properties": {
+      "dependencies": {
+        "oneOf": [
+          {
+            "type": "object",
+            "required": [
+              "postgres",
+              "redis"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "postgres": {
+                "type": "boolean"
+              },
+              "redis": {
+                "type": "boolean"
+              }
+            }
+          },
+          {
+            "type": "null"
+          }
+        ]
+      },
+      "traffic": {
+        "type": "array",
+        "minItems": 60,
+        "maxItems": 60,
+        "items": {
+          "type": "object",
+          "required": [
+            "minute",
+            "envelopes"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "minute": {
+              "type": "string",
+              "pattern": "^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:00\\.000Z$"
+            },
+            "envelopes": {
+              "type": "integer",
+              "minimum": 0
+            }
+          }
+        }
+      },
+      "backlogs": {
+        "oneOf": [
+          {
+            "type": "object",
+            "required": [
+              "streams",
+              "queues"
+            ],
+            "additionalProperties": false,
+            "properties": {
+              "streams": {
+                "type": "array",
+                "items": {
+                  "type": "object",
+                  "required": [
+                    "partition",
+                    "length",
+                    "lag"
+                  ],
+                  "additionalProperties": false,
+                  "properties": {
+                    "partition": {
+                      "type": "integer",
+                      "minimum": 0
+                    },
+                    "length": {
+                      "type": "integer",
+                      "minimum": 0
+                    },
+                    "lag": {
+                      "type": "integer",
+                      "minimum": 0
+                    }
+                  }
+                }
+              },
+              "queues": {
+                "type": "array",
+                "items": {
+                  "type": "object",
+                  "required": [
+                    "queue",
+                    "waiting",
+                    "delayed",
+                    "failed"
+                  ],
+                  "additionalProperties": false,
+                  "properties": {
+                    "queue": {
+                      "type": "string"
+                    },
+                    "waiting": {
+                      "type": "integer",
+                      "minimum": 0
+                    },
+                    "delayed": {
+                      "type": "integer",
+                      "minimum": 0
+                    },
+                    "failed": {
+                      "type": "integer",
+                      "minimum": 0
+                    }
+                  }
+                }
+              }
+            }
+          },
+          {
+            "type": "null"
+          }
+        ]
+      },
+      "largest_mailboxes": {
+        "type": "array",
+        "maxItems": 10,
+        "items": {
+          "type": "object",
+          "required": [
+            "handle",
+            "unread"
+          ],
+          "additionalProperties": false,
+          "properties": {
+            "handle": {
+              "$ref": "https://roost.dev/schemas/common.schema.json#/$defs/handle"
+            },
+            "unread": {
+              "type": "integer",
+              "minimum": 1
+            }
+          }
+        }
+      },
+      "embedded": {
+        "type": "boolean",
+        "description": "Operator token only: no Redis (in-process bus and timers); redis then reports the in-process bus."
+      }
+    }
+  };
+  'admin-whoami': {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://roost.dev/schemas/admin-whoami.schema.json",
+    "title": "GET /_admin/whoami response (docs/console-api.md)",
+    "oneOf": [
+      {
+        "type": "object",
+        "required": [
+          "scope"
+        ],
+        "additionalProperties": false,
+        "properties": {
+          "scope": {
+            "const": "operator"
+          }
+        }
+      },
+      {
+        "type": "object",
+        "required": [
+          "scope",
+          "org"
+        ],
+        "additionalProperties": false,
+        "properties": {
+          "scope": {
+            "const": "org"
+          },
+          "org": {
+            "type": "string",
+            "minLength": 1
+          }
+        }
+      }
+    ]
   };
   'agent-discovery': {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createConfig, lint } from '@redocly/openapi-core';
-import { buildOpenApiDocument, openApiOperations } from '#http';
+import { buildOpenApiDocument, openApiOperations } from '#api';
 import { startOperator, type TestOperator } from '../../support/operator';
 import { roundTrip, unknownMessage } from './typed-client';
 

@@ -1,6 +1,7 @@
 import { Controller, Get, Header } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
-import { buildOpenApiDocument, JSON_CONTENT_TYPE } from '#http';
+import { JSON_CONTENT_TYPE } from '#http';
+import { buildOpenApiDocument } from './openapi.document';
 
 /** `GET /openapi.json`: the OpenAPI 3.1 description (docs/openapi.md). Unauthenticated, no tenant data. */
 @Controller()
