@@ -3,7 +3,7 @@ import { BoundedSet, compareCursors, FileCursorStore, maxCursor, MemoryCursorSto
 import { Transport } from './http';
 import type { Cursor, CursorExpired, Frame, Header, MailboxPage, MonitorFact } from './types';
 
-/** Close codes (EXTENSIONS.md §1). */
+/** Close codes (EXTENSIONS.md §1): the operator's are libs/domain `CLOSE_CODES` (a spec holds them equal). */
 export const CLOSE_REVOKED = 4001;
 export const CLOSE_SLOW_CONSUMER = 4008;
 export const CLOSE_SERVICE_RESTART = 1012;
