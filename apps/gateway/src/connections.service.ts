@@ -17,7 +17,7 @@ import { ReplaySlots } from './replay-slots';
 import { Replayer } from './replay';
 import { SocketSender } from './socket-sender';
 import { StartLookups } from './start-lookups';
-import { Sweeper } from './sweep';
+import { Sweeper, type SweepActions } from './sweep';
 import type { ConnectAuth } from './ws-adapter';
 
 /** Close codes (EXTENSIONS.md §1), named once in libs/domain `CLOSE_CODES`. */
@@ -63,13 +63,14 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
     this.startLookups = new StartLookups(agents, mailbox);
     this.sender = new SocketSender(metrics, this.logger, config.gateway.maxBufferedBytes, now);
     this.replayer = new Replayer(mailbox, retention, this.sender, metrics, config.gateway.replayFramesPerSecond, now);
-    this.sweeper = new Sweeper(this.registry, mailbox, agents, {
+    const onSweep: SweepActions = {
       revoke: (connection) => this.sender.close(connection, CLOSE_CODES.revoked, 'token revoked', 'revoked'),
       catchUp: (connection, through) => {
         connection.inbox.push({ kind: 'catch-up', through });
         void this.drain(connection);
       },
-    }, this.logger);
+    };
+    this.sweeper = new Sweeper(this.registry, mailbox, agents, onSweep, this.logger);
   }
 
   onModuleInit(): void {
