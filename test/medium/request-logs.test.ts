@@ -3,10 +3,12 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { loadConfig } from '#config';
 import { ulid } from '#domain';
 import { createLogger } from '#http';
+import { AuthService } from '#core';
 import { MessagesService } from '../../apps/api/src/messages/messages.service';
 import { buildRoostApp } from '../../apps/roost/src/bootstrap';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
+import { refusal } from '../support/ws';
 
 /**
  * The request context on log lines, in process: the access line of each request carries its
@@ -98,5 +100,26 @@ describe('request log context', () => {
     expect(String(error?.stack)).toContain('planted failure');
     expect(lines.find((line) => line.level === 'warn' && line.req_id === 'fails-503')).toMatchObject({ agent: '@logs.carol' });
     expect(accessLine('fails-500')).toMatchObject({ status: 500, agent: '@logs.carol' });
+  });
+
+  it('an unexpected error during a WebSocket upgrade answers 500 and logs its stack with the request id', async () => {
+    const dave = await agent('@logs.dave');
+    const base = `http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`;
+    const agentFor = jest.spyOn(app.get(AuthService), 'agentFor');
+    try {
+      agentFor.mockRejectedValueOnce(new Error('planted upgrade failure'));
+      const refused = await refusal(base, { token: dave, headers: { 'x-request-id': 'upgrade-500' } });
+      expect(refused.status).toBe(500);
+      expect(refused.body).toEqual({ error: { code: 'INTERNAL_ERROR', message: 'internal error' } });
+    } finally {
+      agentFor.mockRestore();
+    }
+    const error = lines.find((line) => line.level === 'error' && line.req_id === 'upgrade-500');
+    expect(error).toMatchObject({ context: 'gateway', msg: 'internal error during a WebSocket upgrade' });
+    expect(String(error?.stack)).toContain('planted upgrade failure');
+    expect(String(error?.stack)).toMatch(/\n\s+at /); // a stack, not only the message
+    // A refusal that is the client's doing (a bad token) is not an error line.
+    expect((await refusal(base, { token: 'not-a-token', headers: { 'x-request-id': 'upgrade-401' } })).status).toBe(401);
+    expect(lines.find((line) => line.level === 'error' && line.req_id === 'upgrade-401')).toBeUndefined();
   });
 });

@@ -1,5 +1,6 @@
 import { WebSocketGateway, type OnGatewayConnection } from '@nestjs/websockets';
 import type { WebSocket } from 'ws';
+import { CLOSE_CODES } from '#domain';
 import { ConnectionsService } from './connections.service';
 import { CONNECT_PATH, type ConnectRequest } from './ws-adapter';
 
@@ -10,7 +11,7 @@ export class ConnectGateway implements OnGatewayConnection {
 
   handleConnection(ws: WebSocket, request: ConnectRequest): void {
     if (!request.roost) {
-      ws.close(1008, 'unauthenticated');
+      ws.close(CLOSE_CODES.unauthenticated, 'unauthenticated');
       return;
     }
     this.connections.open(ws, request.roost);

@@ -1,7 +1,8 @@
 import { createServer, STATUS_CODES, type IncomingMessage, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { Logger, type INestApplicationContext } from '@nestjs/common';
+import type { INestApplicationContext } from '@nestjs/common';
 import { WsAdapter } from '@nestjs/platform-ws';
+import type { Logger } from 'pino';
 import type { WebSocket, WebSocketServer } from 'ws';
 import { AuthFailLimiter, AuthService } from '#core';
 import {
@@ -15,6 +16,7 @@ import {
   type Agent,
   type Cursor,
 } from '#domain';
+import { requestIdOf } from '#http';
 import { Metrics } from '#metrics';
 import { SocketLeases, type SocketLease } from './socket-leases';
 
@@ -39,7 +41,6 @@ const outcomeOf = (error: AsmtpError): string =>
  * responses with the JSON error body and `Connection: close`.
  */
 export class RoostWsAdapter extends WsAdapter {
-  private readonly handshakeLog = new Logger('gateway');
   private readonly auth: AuthService;
   private readonly authFail: AuthFailLimiter;
   private readonly leases: SocketLeases;
@@ -49,6 +50,8 @@ export class RoostWsAdapter extends WsAdapter {
   constructor(
     app: INestApplicationContext,
     private readonly maxClientFrameBytes: number,
+    /** The process's JSON logger (libs/http `createLogger`). */
+    private readonly log: Logger,
   ) {
     super(app);
     this.auth = app.get(AuthService);
@@ -67,7 +70,7 @@ export class RoostWsAdapter extends WsAdapter {
     // A handshake `ws` refuses (bad Sec-WebSocket-Key or -Version, Upgrade header, method) gets the
     // ASMTP error body too, not `ws`'s plain-text one.
     server.on('wsClientError', (error: Error, socket: Duplex, request: IncomingMessage) => {
-      this.refuse(socket, request, request.method === 'GET' ? new AsmtpError(400, 'BAD_REQUEST', error.message) : new AsmtpError(405, 'METHOD_NOT_ALLOWED', error.message));
+      this.refuse(socket, request, requestIdOf(request.headers['x-request-id']), request.method === 'GET' ? new AsmtpError(400, 'BAD_REQUEST', error.message) : new AsmtpError(405, 'METHOD_NOT_ALLOWED', error.message));
     });
     return server;
   }
@@ -86,6 +89,7 @@ export class RoostWsAdapter extends WsAdapter {
   }
 
   private async upgrade(port: number, request: ConnectRequest, socket: Duplex, head: Buffer): Promise<void> {
+    const reqId = requestIdOf(request.headers['x-request-id']);
     let lease: SocketLease | undefined;
     try {
       if (this.draining) throw new AsmtpError(503, 'UNAVAILABLE', 'gateway is draining, reconnect elsewhere');
@@ -121,19 +125,28 @@ export class RoostWsAdapter extends WsAdapter {
       });
     } catch (error) {
       this.leases.release(lease);
-      const refusal =
-        error instanceof AsmtpError
-          ? error
-          : isUnavailable(error)
-            ? new AsmtpError(503, 'UNAVAILABLE', 'a dependency is unavailable, retry later')
-            : new AsmtpError(500, 'INTERNAL_ERROR', 'internal error');
-      this.refuse(socket, request, refusal);
+      this.refuse(socket, request, reqId, this.refusalFor(error, reqId));
     }
   }
 
-  private refuse(socket: Duplex, request: IncomingMessage, error: AsmtpError): void {
+  /** The answer to a failed upgrade; what is not the client's doing is logged, as on HTTP routes. */
+  private refusalFor(error: unknown, reqId: string): AsmtpError {
+    if (error instanceof AsmtpError) return error;
+    if (isUnavailable(error)) {
+      this.log.warn({ context: 'gateway', req_id: reqId }, `dependency unavailable during a WebSocket upgrade: ${(error as Error).message}`);
+      return new AsmtpError(503, 'UNAVAILABLE', 'a dependency is unavailable, retry later');
+    }
+    const stack = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    this.log.error({ context: 'gateway', req_id: reqId, stack }, 'internal error during a WebSocket upgrade');
+    return new AsmtpError(500, 'INTERNAL_ERROR', 'internal error');
+  }
+
+  private refuse(socket: Duplex, request: IncomingMessage, reqId: string, error: AsmtpError): void {
     this.metrics.wsHandshakes.inc({ outcome: outcomeOf(error) });
-    this.handshakeLog.debug(`handshake refused: ${error.status} ${error.code} (${error.message}) from ${request.socket.remoteAddress ?? 'unknown'}`);
+    this.log.debug(
+      { context: 'gateway', req_id: reqId },
+      `handshake refused: ${error.status} ${error.code} (${error.message}) from ${request.socket.remoteAddress ?? 'unknown'}`,
+    );
     refuse(socket, error);
   }
 }

@@ -34,7 +34,7 @@ export async function buildRoostApp(config: Config, logger: Logger = createLogge
   app.useGlobalFilters(new AsmtpErrorFilter(routes, logger));
   let ws: RoostWsAdapter | undefined;
   if (config.role === 'all' || config.role === 'gateway') {
-    ws = new RoostWsAdapter(app, config.gateway.maxClientFrameBytes);
+    ws = new RoostWsAdapter(app, config.gateway.maxClientFrameBytes, logger);
     app.useWebSocketAdapter(ws);
   }
   // Ajv compiles a validator on first use: done here, the first POST of a fresh process does not

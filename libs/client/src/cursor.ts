@@ -2,7 +2,11 @@ import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from '
 import { dirname } from 'node:path';
 import type { Cursor } from './types';
 
-/** `(created_at, envelope_id)` order of ASMTP.md §3.5 (ids compared as byte strings). */
+/**
+ * `(created_at, envelope_id)` order of ASMTP.md §3.5 (ids compared as byte strings). The operator's
+ * is libs/domain `compareCursors`; kept here so the published SDK stands alone (a spec holds the
+ * two equal on the same vectors).
+ */
 export function compareCursors(a: Cursor, b: Cursor): number {
   if (a.created_at !== b.created_at) return a.created_at < b.created_at ? -1 : 1;
   return a.envelope_id < b.envelope_id ? -1 : a.envelope_id > b.envelope_id ? 1 : 0;

@@ -9,7 +9,7 @@ let webSocketClass: typeof WebSocket | undefined;
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, see above
 const loadWebSocket = (): typeof WebSocket => (webSocketClass ??= require('ws') as typeof WebSocket);
 
-/** Close codes (EXTENSIONS.md §1). */
+/** Close codes (EXTENSIONS.md §1): the operator's are libs/domain `CLOSE_CODES` (a spec holds them equal). */
 export const CLOSE_REVOKED = 4001;
 export const CLOSE_SLOW_CONSUMER = 4008;
 export const CLOSE_SERVICE_RESTART = 1012;

@@ -93,3 +93,57 @@ describe('AcceptBatcher queue deadline', () => {
     expect((await metrics.acceptQueueExpired.get()).values[0]?.value ?? 0).toBe(0);
   });
 });
+
+/** A repository over in-memory mailbox states that another writer can move on. */
+function memoryRepository() {
+  const seqs = new Map<number, number>();
+  const calls = { transactions: 0, lockFree: 0 };
+  const stateOf = (agent_id: number): MailboxState => ({ agent_id, last_seq: seqs.get(agent_id) ?? 0, last_created_at: 0 });
+  const repository = {
+    transaction: <T>(fn: (trx: unknown) => Promise<T>) => {
+      calls.transactions++;
+      return fn({});
+    },
+    lockMailboxes: async (_trx: unknown, ids: readonly number[]) => ids.map(stateOf),
+    insertAll: async (_trx: unknown, envelopes: ReadonlyArray<{ id: string }>, _entries: unknown, states: MailboxState[]) => {
+      for (const state of states) seqs.set(state.agent_id, state.last_seq);
+      return new Set(envelopes.map((e) => e.id));
+    },
+    insertAllIfCurrent: async (_envelopes: unknown, _entries: unknown, states: MailboxState[], expected: number[]) => {
+      calls.lockFree++;
+      if (states.some((state, i) => (seqs.get(state.agent_id) ?? 0) !== expected[i])) return 'stale';
+      for (const state of states) seqs.set(state.agent_id, state.last_seq);
+      return 'written';
+    },
+  };
+  return { seqs, calls, repository: repository as unknown as EnvelopesRepository };
+}
+
+describe('AcceptBatcher lock-free path', () => {
+  const config = loadConfig({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused', ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec' });
+
+  it('writes lock-free against the state its last commit left, and after another writer keeps the mailbox locked for 5 s of its clock', async () => {
+    const { seqs, calls, repository } = memoryRepository();
+    const metrics = new Metrics();
+    const batcher = new AcceptBatcher(repository, metrics, config);
+    let clock = 50_000;
+    batcher.now = () => clock;
+
+    await expect(batcher.submit(job('A', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 1 }] });
+    expect(calls).toEqual({ transactions: 1, lockFree: 0 }); // nothing remembered yet: under the lock
+    await expect(batcher.submit(job('B', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 2 }] });
+    expect(calls).toEqual({ transactions: 1, lockFree: 1 });
+
+    seqs.set(1, 5); // another node committed to the mailbox
+    await expect(batcher.submit(job('C', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 6 }] });
+    expect(calls).toEqual({ transactions: 2, lockFree: 2 }); // stale, then the lock
+    expect((await metrics.acceptLockFallbacks.get()).values[0].value).toBe(1);
+
+    clock += 4_999;
+    await batcher.submit(job('D', 1));
+    expect(calls).toEqual({ transactions: 3, lockFree: 2 }); // still contended
+    clock += 1;
+    await expect(batcher.submit(job('E', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 8 }] });
+    expect(calls).toEqual({ transactions: 3, lockFree: 3 });
+  });
+});

@@ -1,50 +1,22 @@
 import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { Metrics } from '#metrics';
-import { EnvelopesRepository, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
-import { PumpScheduler } from './pump-scheduler';
+import { EnvelopesRepository, type MailboxState, type Tx } from '#db';
+import { badRequest, isUnavailable, notFound, unavailable } from '#domain';
 import {
-  badRequest,
-  headerJsonOf,
-  isUnavailable,
-  nextCreatedAt,
-  notFound,
-  unavailable,
-  type HeaderExtensions,
-  type StoredEnvelope,
-  type TypeHint,
-} from '#domain';
+  allocateEntries,
+  expectedSeqs,
+  mailboxesOf,
+  planBatch,
+  stampBatch,
+  type AcceptJob,
+  type AcceptOutcome,
+  type Committed,
+} from './batch-plan';
+import { MailboxStateCache, type CompareAndSetResult } from './mailbox-state-cache';
+import { PumpScheduler } from './pump-scheduler';
 
-/** One envelope ready to commit: everything but `created_at`, `seq` and the header that holds them. */
-export interface AcceptJob {
-  envelopeId: string;
-  senderId: number;
-  /** Expanded recipients in order (ASMTP.md §2.5 step 3). */
-  recipients: ReadonlyArray<{ agentId: number; handle: string; kind: 'to' | 'cc' }>;
-  stored: StoredEnvelope;
-  /** `stored` serialised once: the byte-exact body GET returns and retries compare against. */
-  body: string;
-  derived: { type_hint: TypeHint; size_hint: number };
-  extensions: HeaderExtensions;
-  selfAddressed: boolean;
-  searchText: string;
-  fileIds: readonly string[];
-  /** A receipt envelope: the envelope it answers and its status (EXTENSIONS.md §2). */
-  receipt?: { envelope_id: string; status: string };
-  /** Content guard codes the sender overrode in block mode (EXTENSIONS.md §4). */
-  guardOverride?: string[];
-}
-
-export type AcceptOutcome =
-  | {
-      kind: 'stored';
-      createdAt: number;
-      receivedMs: number;
-      header: string;
-      entries: ReadonlyArray<{ mailboxId: number; seq: number }>;
-    }
-  /** The id was already stored (by this sender or another): the caller decides replay or 409. */
-  | { kind: 'exists' };
+export type { AcceptJob, AcceptOutcome } from './batch-plan';
 
 interface Pending {
   job: AcceptJob;
@@ -61,66 +33,8 @@ class FileClaimRefused extends Error {}
 /** An envelope id of the batch already exists: redo the batch statement by statement. */
 class IdTaken extends Error {}
 
-/** What a commit wrote: each job's outcome and the new state of each mailbox it advanced. */
-interface Committed {
-  outcomes: AcceptOutcome[];
-  states: MailboxState[];
-}
-
-interface BatchPlan extends Committed {
-  envelopes: EnvelopeRow[];
-  entries: EntryRow[];
-}
-
-/**
- * Stamp every job of a batch as if all are new: `created_at` strictly above each recipient
- * mailbox's last one (DESIGN.md), the next `seq` of each mailbox, the header that carries both.
- */
-function planBatch(jobs: readonly AcceptJob[], locked: readonly MailboxState[], now: number): BatchPlan {
-  const states = new Map<number, MailboxState>(locked.map((state) => [state.agent_id, { ...state }]));
-  const plan: BatchPlan = { envelopes: [], entries: [], states: [], outcomes: [] };
-  const changed = new Set<number>();
-  for (const job of jobs) {
-    const createdAt = nextCreatedAt(now, job.recipients.map((r) => states.get(r.agentId)!.last_created_at));
-    const header = headerJsonOf(job.stored, { ...job.derived, created_at: createdAt }, job.extensions);
-    plan.envelopes.push(envelopeRow(job, createdAt, now, header));
-    const allocated = job.recipients.map((r) => {
-      const state = states.get(r.agentId)!;
-      state.last_seq += 1;
-      state.last_created_at = createdAt;
-      changed.add(r.agentId);
-      plan.entries.push({ mailbox_id: r.agentId, seq: state.last_seq, envelope_id: job.envelopeId, created_at: createdAt, kind: r.kind });
-      return { mailboxId: r.agentId, seq: state.last_seq };
-    });
-    plan.outcomes.push({ kind: 'stored', createdAt, receivedMs: now, header, entries: allocated });
-  }
-  plan.states = [...changed].map((id) => states.get(id)!);
-  return plan;
-}
-
-function envelopeRow(job: AcceptJob, createdAt: number, now: number, header: string): EnvelopeRow {
-  return {
-    id: job.envelopeId,
-    sender_id: job.senderId,
-    created_at: createdAt,
-    received_ms: now,
-    body: job.body,
-    header,
-    recipients: job.recipients.map((r) => r.handle),
-    self_addressed: job.selfAddressed,
-    search_text: job.searchText,
-    receipt_for: job.receipt?.envelope_id ?? null,
-    receipt_status: job.receipt?.status ?? null,
-    guard_override: job.guardOverride ?? null,
-  };
-}
-
 const MAX_ENTRIES_PER_BATCH = 20_000;
 const RETRYABLE_SQLSTATE = new Set(['40P01', '40001']);
-/** Mailbox states (and contended marks) remembered for the lock-free path, a few dozen bytes each. */
-const REMEMBERED_MAX = 100_000;
-/** A mailbox another writer moved on is written under the lock for this long before trying again. */
-const CONTENDED_MS = 5_000;
 
 /**
  * Coalesces concurrent accepts into shared transactions. Each transaction locks the recipients'
@@ -153,10 +67,8 @@ export class AcceptBatcher {
    * could wait one more timeout, so an accept answers within about twice the statement timeout.
    */
   private readonly queueDeadlineMs: number;
-  /** Each mailbox's state as this node's last commit to it left it (insertion order = age). */
-  private readonly remembered = new Map<number, MailboxState>();
-  /** Mailboxes another writer moved on recently → when to try the lock-free path again. */
-  private readonly contended = new Map<number, number>();
+  /** Mailbox states this node's commits left, and mailboxes other writers contend, on `now()`. */
+  private readonly cache = new MailboxStateCache(() => this.now());
   /** Overridable for tests that need an injected clock. */
   now: () => number = Date.now;
 
@@ -257,20 +169,20 @@ export class AcceptBatcher {
     const mailboxIds = mailboxesOf(jobs);
     const plain = jobs.every((job) => job.fileIds.length === 0);
     try {
-      const known = plain ? this.rememberedStates(mailboxIds) : undefined;
+      const known = plain ? this.cache.statesOf(mailboxIds) : undefined;
       if (known) {
         const plan = planBatch(jobs, known, this.now());
-        let written: 'written' | 'stale' | 'id_taken';
+        let written: CompareAndSetResult;
         try {
           written = await this.envelopes.insertAllIfCurrent(plan.envelopes, plan.entries, plan.states, expectedSeqs(plan, known));
         } catch (error) {
           if (isUnavailable(error)) throw error;
           written = 'stale'; // any other failure: trust nothing remembered, let the lock decide
         }
-        if (written === 'written') return this.remember(plan);
+        if (this.cache.settle(mailboxIds, written, plan.states)) return plan.outcomes;
         // An id taken (a retry, a collision) leaves the states current; a mailbox moved on by
         // another writer (or gone) does not. Either way the locking path decides.
-        if (written === 'stale') this.markContended(mailboxIds);
+        if (written === 'stale') this.metrics.acceptLockFallbacks.inc();
       }
       for (let attempt = 1; ; attempt++) {
         try {
@@ -289,46 +201,28 @@ export class AcceptBatcher {
       }
     } catch (error) {
       // The outcome of a failed commit may be unknown (a lost connection): remember nothing.
-      for (const id of mailboxIds) this.remembered.delete(id);
+      this.cache.forget(mailboxIds);
       throw error;
     }
   }
 
-  /** The remembered state of every mailbox, unless one is unknown or recently contended. */
-  private rememberedStates(mailboxIds: readonly number[]): MailboxState[] | undefined {
-    const now = Date.now();
-    const states: MailboxState[] = [];
-    for (const id of mailboxIds) {
-      const until = this.contended.get(id);
-      if (until !== undefined) {
-        if (until > now) return undefined;
-        this.contended.delete(id);
-      }
-      const state = this.remembered.get(id);
-      if (state === undefined) return undefined;
-      states.push(state);
-    }
-    return states;
-  }
-
-  private markContended(mailboxIds: readonly number[]): void {
-    const until = Date.now() + CONTENDED_MS;
-    for (const id of mailboxIds) {
-      this.remembered.delete(id);
-      this.contended.delete(id);
-      this.contended.set(id, until);
-    }
-    trimOldest(this.contended);
-    this.metrics.acceptLockFallbacks.inc();
-  }
-
   private remember(committed: Committed): AcceptOutcome[] {
-    for (const state of committed.states) {
-      this.remembered.delete(state.agent_id);
-      this.remembered.set(state.agent_id, state);
-    }
-    trimOldest(this.remembered);
+    this.cache.remember(committed.states);
     return committed.outcomes;
+  }
+
+  /** One transaction that first locks the jobs' mailboxes (in id order) and reads their states. */
+  private locked(
+    jobs: readonly AcceptJob[],
+    write: (trx: Tx, locked: MailboxState[], now: number) => Promise<Committed>,
+  ): Promise<Committed> {
+    return this.envelopes.transaction(async (trx) => {
+      const now = this.now();
+      const mailboxIds = mailboxesOf(jobs);
+      const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
+      if (locked.length !== mailboxIds.length) throw new MailboxGone();
+      return write(trx, locked, now);
+    });
   }
 
   /**
@@ -336,11 +230,7 @@ export class AcceptBatcher {
    * entries and mailbox states. An id that turns out to be taken rolls it back (`IdTaken`).
    */
   private runInOneStatement(jobs: AcceptJob[]): Promise<Committed> {
-    return this.envelopes.transaction(async (trx) => {
-      const now = this.now();
-      const mailboxIds = mailboxesOf(jobs);
-      const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
-      if (locked.length !== mailboxIds.length) throw new MailboxGone();
+    return this.locked(jobs, async (trx, locked, now) => {
       const plan = planBatch(jobs, locked, now);
       const inserted = await this.envelopes.insertAll(trx, plan.envelopes, plan.entries, plan.states);
       if (inserted.size !== jobs.length) throw new IdTaken();
@@ -348,80 +238,21 @@ export class AcceptBatcher {
     });
   }
 
+  /** Statement by statement: envelopes (an existing id is skipped), their files, entries, states. */
   private run(jobs: AcceptJob[]): Promise<Committed> {
-    return this.envelopes.transaction(async (trx) => {
-      const now = this.now();
-      const mailboxIds = mailboxesOf(jobs);
-      const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
-      if (locked.length !== mailboxIds.length) throw new MailboxGone();
-
-      const tentative = new Map(locked.map((state) => [state.agent_id, state.last_created_at]));
-      const createdAts = jobs.map((job) => {
-        const createdAt = nextCreatedAt(now, job.recipients.map((r) => tentative.get(r.agentId)!));
-        for (const r of job.recipients) tentative.set(r.agentId, createdAt);
-        return createdAt;
-      });
-      const headers = jobs.map((job, i) =>
-        headerJsonOf(job.stored, { ...job.derived, created_at: createdAts[i] }, job.extensions),
-      );
-      const inserted = await this.envelopes.insertEnvelopes(
-        trx,
-        jobs.map((job, i) => envelopeRow(job, createdAts[i], now, headers[i])),
-      );
-
-      const states = new Map<number, MailboxState>(locked.map((state) => [state.agent_id, { ...state }]));
-      const changed = new Set<number>();
-      const entries: EntryRow[] = [];
-      const outcomes: AcceptOutcome[] = [];
-      for (const [i, job] of jobs.entries()) {
-        if (!inserted.has(job.envelopeId)) {
-          outcomes.push({ kind: 'exists' });
-          continue;
-        }
-        if (job.fileIds.length > 0) {
-          const claimed = await this.envelopes.claimFiles(trx, job.envelopeId, job.senderId, job.fileIds);
-          if (claimed !== job.fileIds.length) throw new FileClaimRefused();
-        }
-        const allocated = job.recipients.map((r) => {
-          const state = states.get(r.agentId)!;
-          state.last_seq += 1;
-          state.last_created_at = createdAts[i];
-          changed.add(r.agentId);
-          entries.push({
-            mailbox_id: r.agentId,
-            seq: state.last_seq,
-            envelope_id: job.envelopeId,
-            created_at: createdAts[i],
-            kind: r.kind,
-          });
-          return { mailboxId: r.agentId, seq: state.last_seq };
-        });
-        outcomes.push({ kind: 'stored', createdAt: createdAts[i], receivedMs: now, header: headers[i], entries: allocated });
+    return this.locked(jobs, async (trx, locked, now) => {
+      const stamped = stampBatch(jobs, locked, now);
+      const inserted = await this.envelopes.insertEnvelopes(trx, stamped.envelopes);
+      for (const job of jobs) {
+        if (!inserted.has(job.envelopeId) || job.fileIds.length === 0) continue;
+        const claimed = await this.envelopes.claimFiles(trx, job.envelopeId, job.senderId, job.fileIds);
+        if (claimed !== job.fileIds.length) throw new FileClaimRefused();
       }
-      const advanced = [...changed].map((id) => states.get(id)!);
-      await this.envelopes.insertEntries(trx, entries);
-      await this.envelopes.advanceMailboxes(trx, advanced);
-      return { outcomes, states: advanced };
+      const plan = allocateEntries(jobs, stamped, locked, now, (job) => inserted.has(job.envelopeId));
+      await this.envelopes.insertEntries(trx, plan.entries);
+      await this.envelopes.advanceMailboxes(trx, plan.states);
+      return plan;
     });
-  }
-}
-
-/** Each advanced mailbox's `last_seq` in `known`, in the order of `plan.states`. */
-function expectedSeqs(plan: BatchPlan, known: readonly MailboxState[]): number[] {
-  const before = new Map(known.map((state) => [state.agent_id, state.last_seq]));
-  return plan.states.map((state) => before.get(state.agent_id)!);
-}
-
-/** The distinct recipient mailboxes of some jobs. */
-function mailboxesOf(jobs: readonly AcceptJob[]): number[] {
-  return [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
-}
-
-/** Drop the oldest entries (insertion order) beyond `REMEMBERED_MAX`. */
-function trimOldest(map: Map<number, unknown>): void {
-  for (const id of map.keys()) {
-    if (map.size <= REMEMBERED_MAX) return;
-    map.delete(id);
   }
 }
 

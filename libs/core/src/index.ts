@@ -3,6 +3,7 @@ export * from './accept.service';
 export * from './auth-fail-limiter';
 export * from './auth.service';
 export * from './client-address';
+export * from './coalescer';
 export * from './clock';
 export * from './content-guard';
 export * from './core.module';

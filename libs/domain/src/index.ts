@@ -1,4 +1,6 @@
 export * from './agents';
+export * from './close-codes';
+export * from './cursors';
 export * from './envelope';
 export * from './errors';
 export * from './files';

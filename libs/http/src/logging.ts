@@ -74,15 +74,18 @@ let requestSequence = 0;
  */
 const PROCESS_TAG = randomBytes(4).toString('hex');
 
+/** The caller's `X-Request-Id` when it is a plain token, else a generated one. */
+export function requestIdOf(incoming: string | string[] | undefined): string {
+  return typeof incoming === 'string' && /^[\w.-]{1,64}$/.test(incoming) ? incoming : `${PROCESS_TAG}-${(++requestSequence).toString(36)}`;
+}
+
 /**
  * Request ids, the request context, one access-log line and the HTTP metrics per request, in one
  * place for every route (labels: route template, method, status — never a handle or id).
  */
 export function observeRequests(fastify: FastifyInstance, logger: Logger, metrics: Metrics): void {
   fastify.addHook('onRequest', (request, _reply, done) => {
-    const incoming = request.headers['x-request-id'];
-    const reqId = typeof incoming === 'string' && /^[\w.-]{1,64}$/.test(incoming) ? incoming : `${PROCESS_TAG}-${(++requestSequence).toString(36)}`;
-    contexts.set(request, { req_id: reqId });
+    contexts.set(request, { req_id: requestIdOf(request.headers['x-request-id']) });
     done();
   });
   fastify.addHook('onResponse', (request: FastifyRequest, reply, done) => {

@@ -1,0 +1,82 @@
+import { CLOSE_CODES } from '#domain';
+import { Metrics } from '#metrics';
+import { FakeSocket } from '../../../test/support/fake-socket';
+import { Connection } from './connection';
+import { PACED_WAIT_MS, SocketSender } from './socket-sender';
+
+const counter = async (metric: { get(): Promise<{ values: Array<{ value: number; labels: Record<string, unknown> }> }> }, labels: Record<string, string> = {}) =>
+  (await metric.get()).values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0;
+
+function setup(maxBufferedBytes = 1_000) {
+  const socket = new FakeSocket();
+  const connection = new Connection(socket.ws, 1, 'hash');
+  const metrics = new Metrics();
+  const debug = jest.fn();
+  let clock = 0;
+  const sender = new SocketSender(metrics, { debug }, maxBufferedBytes, () => clock);
+  return { socket, connection, metrics, debug, sender, advance: (ms: number) => (clock += ms) };
+}
+
+describe('SocketSender', () => {
+  it('sends live frames and counts them by kind', async () => {
+    const { socket, connection, metrics, sender } = setup();
+    sender.send(connection, 'a', 'notify');
+    sender.send(connection, 'b', 'monitor');
+    expect(socket.sent).toEqual(['a', 'b']);
+    expect(await counter(metrics.framesSent, { kind: 'notify' })).toBe(1);
+  });
+
+  it('closes a socket whose buffer passed the bound as a slow consumer (4008), once', async () => {
+    const { socket, connection, metrics, debug, sender } = setup(1_000);
+    socket.bufferedAmount = 1_001;
+    sender.send(connection, 'a', 'notify');
+    sender.send(connection, 'b', 'notify'); // closed: not sent
+    expect(socket.sent).toEqual(['a']);
+    expect(socket.closes).toEqual([[CLOSE_CODES.slowConsumer, 'slow consumer, resume from cursor']]);
+    expect(connection.closed).toBe(true);
+    expect(await counter(metrics.slowConsumerCloses)).toBe(1);
+    expect(await counter(metrics.wsClosed, { reason: 'slow_consumer' })).toBe(1);
+    expect(debug).toHaveBeenCalledWith(expect.stringContaining('1001 bytes unsent, bound 1000'));
+  });
+
+  it('a paced send waits while the buffer is above a quarter of the bound, then sends', async () => {
+    const { socket, connection, sender } = setup(1_000);
+    socket.bufferedAmount = 251;
+    const sent = sender.sendPaced(connection, 'r', 'replay');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(socket.sent).toEqual([]);
+    socket.bufferedAmount = 250;
+    await expect(sent).resolves.toBe(true);
+    expect(socket.sent).toEqual(['r']);
+  });
+
+  it('a paced send closes a reader that made no progress for PACED_WAIT_MS (4008)', async () => {
+    const { socket, connection, sender, advance } = setup(1_000);
+    socket.bufferedAmount = 900;
+    const sent = sender.sendPaced(connection, 'r', 'replay');
+    advance(PACED_WAIT_MS + 1);
+    await expect(sent).resolves.toBe(false);
+    expect(socket.closes).toEqual([[CLOSE_CODES.slowConsumer, 'slow consumer, resume from cursor']]);
+    expect(socket.sent).toEqual([]);
+  });
+
+  it('sends nothing to a closed socket', async () => {
+    const { socket, connection, sender } = setup();
+    sender.close(connection, CLOSE_CODES.revoked, 'token revoked', 'revoked');
+    sender.send(connection, 'a', 'notify');
+    await expect(sender.sendPaced(connection, 'b', 'replay')).resolves.toBe(false);
+    expect(socket.sent).toEqual([]);
+    expect(socket.closes).toEqual([[4001, 'token revoked']]);
+  });
+
+  it('cuts off a socket that missed two pongs, pings the others', async () => {
+    const { socket, connection, metrics, sender } = setup();
+    const quiet = new FakeSocket();
+    const silent = new Connection(quiet.ws, 2, 'hash');
+    silent.missedPongs = 2;
+    sender.ping([connection, silent]);
+    expect([socket.pings, socket.terminated, connection.missedPongs]).toEqual([1, 0, 1]);
+    expect([quiet.pings, quiet.terminated]).toEqual([0, 1]);
+    expect(await counter(metrics.wsClosed, { reason: 'ping_timeout' })).toBe(1);
+  });
+});
