@@ -1,5 +1,5 @@
 import { loadavg } from 'node:os';
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import { BenchCluster, connectUrl, cpuSeconds, openFileLimit, openSocket, openSockets, rssBytes, sleep, tcpExt, type RoostNode } from './cluster';
 import { round } from './support';
 

@@ -27,8 +27,8 @@ export function deepEqual(a: unknown, b: unknown): boolean {
     const other = b as unknown[];
     return a.length === other.length && a.every((item, i) => deepEqual(item, other[i]));
   }
-  const ka = Object.keys(a as object);
-  const kb = Object.keys(b as object);
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
   if (ka.length !== kb.length) return false;
   return ka.every((key) => Object.prototype.hasOwnProperty.call(b, key) && deepEqual((a as any)[key], (b as any)[key]));
 }

@@ -1,7 +1,7 @@
 import { runEnvelopeId, ulid, type Cursor } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { sleep, startAll, stopAll, TestProcess } from '../support/processes';
+import { sleep, startAll, stopAll, type TestProcess } from '../support/processes';
 import { testRedisUrl } from '../support/services';
 
 /**
@@ -144,7 +144,7 @@ test('100 schedules on 3 workers, two killed -9 mid-run and restarted: every due
 
   // Wait until every schedule has completed (15 runs at one per real second, plus the disturbance).
   const deadline = Date.now() + 60_000;
-  let schedules: any[] = [];
+  let schedules: any[];
   for (;;) {
     schedules = (await Promise.all(owners.map(schedulesOf))).flat();
     if (schedules.every((s) => s.status !== 'active')) break;

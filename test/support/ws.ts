@@ -38,7 +38,7 @@ export class Listener {
 
   constructor(readonly ws: WebSocket) {
     ws.on('message', (data) => {
-      const text = data.toString();
+      const text = (data as Buffer).toString();
       const frame = JSON.parse(text);
       const schema = frame.op === 'envelope.notify' ? 'header' : frame.op === 'monitor.fact' ? 'monitor-fact' : undefined;
       if (schema) {

@@ -7,7 +7,7 @@ import { RoostClient } from '../../../../libs/client/src/client';
 import type { HttpResponse, WireRequest } from '../../../../libs/client/src/http';
 import { MailWatchService } from './mail-watch.service';
 
-/* eslint-disable @typescript-eslint/no-require-imports */
+/* eslint-disable @typescript-eslint/no-require-imports -- lazy load, see below */
 // The MCP SDK (and zod) load on the first /mcp request: an api node that serves none never pays for them at start-up.
 const sdk = () => ({
   ...(require('@modelcontextprotocol/sdk/server/streamableHttp.js') as typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js')),
