@@ -80,3 +80,9 @@ export function keyOrder(object: Record<string, unknown>, reference: readonly st
     throw new Failure(`${where(what)}key order ${present.join(',')} differs from the reference order ${expected.join(',')}`);
   }
 }
+
+/** What a failed `fetch` says: its cause (the socket error) when it has one, else its message. */
+export function causeText(error: unknown): string {
+  const { cause, message } = error as Error;
+  return cause instanceof Error ? cause.message : typeof cause === 'string' ? cause : message;
+}

@@ -4,7 +4,6 @@ import { testImages } from './services';
 
 type Stoppable = { stop(): Promise<unknown> };
 declare global {
-  // eslint-disable-next-line no-var -- a global declaration must be `var`
   var __roostContainers: Stoppable[] | undefined;
 }
 

@@ -132,7 +132,7 @@ export function connect(baseUrl: string, options: ConnectOptions = {}): Promise<
         } catch {
           // not JSON
         }
-        reject(Object.assign(new Error(`upgrade refused: ${response.statusCode}`), {
+        reject(Object.assign<Error, object>(new Error(`upgrade refused: ${response.statusCode}`), {
           status: response.statusCode ?? 0,
           body,
           headers: response.headers,

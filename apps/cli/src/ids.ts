@@ -1,6 +1,5 @@
 import type { RoostClient } from '../../../libs/client/src/client';
 import { ENVELOPE_ID_RE } from '../../../libs/client/src/ulid';
-import type { Header } from '../../../libs/client/src/types';
 import { CliError, EXIT } from './output';
 
 const SUFFIX_RE = /^[0-9A-HJKMNP-TV-Z]{4,25}$/;

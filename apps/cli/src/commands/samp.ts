@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { deterministicUlid } from '../../../../libs/domain/src/ids';
 import { RoostClient } from '../../../../libs/client/src/client';
 import { RoostError } from '../../../../libs/client/src/http';
-import type { Header, StoredEnvelope } from '../../../../libs/client/src/types';
+import type { StoredEnvelope } from '../../../../libs/client/src/types';
 import { credentialsFile, readJson, type Credentials } from '../config';
 import { CliError, EXIT } from '../output';
 import { partText } from '../../../../libs/client/src/render';
