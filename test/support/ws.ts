@@ -136,7 +136,7 @@ export function connect(baseUrl: string, options: ConnectOptions = {}): Promise<
           status: response.statusCode ?? 0,
           body,
           headers: response.headers,
-        }) as Error & Refusal);
+        }));
       });
     });
     ws.once('error', (error) => reject(error));
