@@ -81,8 +81,8 @@ export class RoostNode {
       this.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
       if (this.output.length > 40) this.output.splice(0, this.output.length - 40);
     };
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (!this.running) throw new Error(`${this.role} exited during start-up:\n${this.output.join('\n')}`);
@@ -194,7 +194,7 @@ export class BenchCluster {
 
   /** Open-policy agents through the admin API, `concurrency` requests in flight; tokens in order. */
   async createAgents(handles: readonly string[], concurrency = 16): Promise<string[]> {
-    const tokens: string[] = new Array(handles.length);
+    const tokens = new Array<string>(handles.length);
     let next = 0;
     const worker = async () => {
       while (next < handles.length) {
@@ -273,7 +273,7 @@ export async function openSockets(
   concurrency: number,
   open: (i: number) => Promise<WebSocket>,
 ): Promise<WebSocket[]> {
-  const sockets: WebSocket[] = new Array(count);
+  const sockets = new Array<WebSocket>(count);
   let next = 0;
   const worker = async () => {
     while (next < count) {

@@ -10,8 +10,8 @@ import { RoostClient } from '#client';
 import { createAgent, percentile, round, scratchDatabase, standaloneCli, startOperatorProcess } from './support';
 
 // js-tiktoken's types resolve as ESM under node16; its CommonJS build is what runs (as in bench/triage.ts).
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { getEncoding } = require('js-tiktoken') as { getEncoding(name: 'o200k_base' | 'cl100k_base'): { encode(text: string): number[] } };
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the CommonJS build, see above
+const { getEncoding } = require('js-tiktoken') as { getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] } };
 
 /**
  * `npm run bench -- mcp`: what the MCP server costs an agent.

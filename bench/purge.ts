@@ -72,7 +72,7 @@ function runPurge(env: Record<string, string>): Promise<{ entries: number; envel
     child.on('error', reject);
     child.on('exit', (code) => {
       if (code !== 0) return reject(new Error(`purge runner exited with ${code}: ${out}`));
-      resolve(JSON.parse(out.trim().split('\n').at(-1)!));
+      resolve(JSON.parse(out.trim().split('\n').at(-1)!) as { entries: number; envelopes: number; seconds: number });
     });
   });
 }

@@ -51,7 +51,7 @@ async function redisFloor(cluster: BenchCluster, ratePerS: number, count: number
   await reader.ping();
   const readLoop = (async () => {
     while (running) {
-      const reply = (await reader.xread('BLOCK', 500, 'STREAMS', key, lastId)) as Array<[string, Array<[string, string[]]>]> | null;
+      const reply = (await reader.xread('BLOCK', 500, 'STREAMS', key, lastId));
       const now = performance.now();
       for (const [, entries] of reply ?? []) {
         for (const [id, fields] of entries) {

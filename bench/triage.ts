@@ -1,6 +1,6 @@
 // js-tiktoken's types resolve as ESM under node16; its CommonJS build is what runs.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { getEncoding } = require('js-tiktoken') as { getEncoding(name: 'o200k_base' | 'cl100k_base'): { encode(text: string): number[] } };
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the CommonJS build, see above
+const { getEncoding } = require('js-tiktoken') as { getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] } };
 import { deterministicUlid } from '#domain';
 import { triageBlock, triageLine, type TriageHeader } from '#client';
 

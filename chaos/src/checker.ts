@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import type { Fault, FaultKind } from './faults';
 import type { ChaosListener } from './listener';
 import type { Agent, Send } from './load';

@@ -3,7 +3,7 @@ import type { RedisServer } from '../../test/e2e/cluster';
 import type { Node, Role } from './nodes';
 import type { PrivatePostgres } from './postgres';
 import type { ProxyProcess } from './proxy-process';
-import { log, Random, sleep } from './util';
+import { log, type Random, sleep } from './util';
 
 export const FAULT_KINDS = [
   'kill-api',

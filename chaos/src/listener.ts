@@ -2,7 +2,7 @@ import WebSocket from 'ws';
 import type { Cursor } from '#domain';
 import { responseViolations } from '#schemas';
 import { ORIGIN } from '../../test/e2e/cluster';
-import { Random, sleep } from './util';
+import { type Random, sleep } from './util';
 
 const before = (a: Cursor, b: Cursor) =>
   a.created_at < b.created_at || (a.created_at === b.created_at && a.envelope_id < b.envelope_id);
@@ -90,7 +90,7 @@ export class ChaosListener {
         opened = true;
         this.connections++;
       });
-      ws.on('message', (data) => this.onFrame(data.toString()));
+      ws.on('message', (data) => this.onFrame((data as Buffer).toString()));
       ws.on('error', () => undefined);
       ws.on('unexpected-response', (_request, response) => {
         response.resume();

@@ -1,5 +1,5 @@
 import { ulid } from '#domain';
-import { Random, request, sleep } from './util';
+import { type Random, request, sleep } from './util';
 
 export interface Agent {
   handle: string;

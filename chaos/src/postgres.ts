@@ -131,8 +131,8 @@ export class PrivatePostgres {
       this.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
       if (this.output.length > 200) this.output.splice(0, this.output.length - 200);
     };
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (!this.running) throw new Error(`postgres exited during start-up:\n${this.output.slice(-30).join('\n')}`);

@@ -27,8 +27,8 @@ export function deepEqual(a: unknown, b: unknown): boolean {
     const other = b as unknown[];
     return a.length === other.length && a.every((item, i) => deepEqual(item, other[i]));
   }
-  const ka = Object.keys(a as object);
-  const kb = Object.keys(b as object);
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
   if (ka.length !== kb.length) return false;
   return ka.every((key) => Object.prototype.hasOwnProperty.call(b, key) && deepEqual((a as any)[key], (b as any)[key]));
 }
@@ -79,4 +79,10 @@ export function keyOrder(object: Record<string, unknown>, reference: readonly st
   if (!deepEqual(present, expected)) {
     throw new Failure(`${where(what)}key order ${present.join(',')} differs from the reference order ${expected.join(',')}`);
   }
+}
+
+/** What a failed `fetch` says: its cause (the socket error) when it has one, else its message. */
+export function causeText(error: unknown): string {
+  const { cause, message } = error as Error;
+  return cause instanceof Error ? cause.message : typeof cause === 'string' ? cause : message;
 }

@@ -1,5 +1,5 @@
 import { responseSchemaFor, responseViolations } from '#schemas';
-import { Failure, show } from './assert';
+import { causeText, Failure, show } from './assert';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Reply<T = any> {
@@ -64,7 +64,7 @@ export class Http {
       try {
         response = await fetch(this.url(path), { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(this.timeoutMs) });
       } catch (error) {
-        throw new Failure(`${method} ${path}: no HTTP response (${(error as Error).cause ?? (error as Error).message})`);
+        throw new Failure(`${method} ${path}: no HTTP response (${causeText(error)})`, { cause: error });
       }
       const bytes = Buffer.from(await response.arrayBuffer());
       if (response.status === 429 && options.retryRateLimited !== false && attempt < 5 && rateLimited(bytes)) {

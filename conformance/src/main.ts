@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { writeFileSync } from 'node:fs';
-import { Failure, Skip } from './assert';
+import { causeText, Failure, Skip } from './assert';
 import { GROUPS, registeredTests, Run, T, type Group, type Options, type TestDef } from './runner';
 import './asmtp';
 import './interop';
@@ -167,7 +167,7 @@ async function preflight(run: Run): Promise<void> {
       signal: AbortSignal.timeout(15_000),
     })).status;
   } catch (error) {
-    throw new Error(`${run.options.url} is not reachable: ${(error as Error).cause ?? (error as Error).message}`);
+    throw new Error(`${run.options.url} is not reachable: ${causeText(error)}`, { cause: error });
   }
   if (status === 401) throw new Error('the admin token was refused (GET /_admin/agents → 401)');
   if (status !== 200) throw new Error(`GET /_admin/agents → ${status}: the suite provisions its agents through /_admin/agents (ASMTP.md §1.4)`);

@@ -42,7 +42,7 @@ export class Socket {
     private readonly resuming: boolean,
   ) {
     ws.on('message', (data, isBinary) => {
-      const text = data.toString();
+      const text = (data as Buffer).toString(); // binaryType is the default nodebuffer
       if (isBinary) this.violations.push(`${label}: binary frame from the server`);
       let frame: any;
       try {
@@ -192,7 +192,7 @@ export async function refusal(baseUrl: string, options: ConnectOptions, what: st
     const socket = await connect(baseUrl, options);
     socket.terminate();
   } catch (error) {
-    if ((error as Partial<Refusal>).status !== undefined) return error as unknown as Refusal;
+    if ((error as Partial<Refusal>).status !== undefined) return error as Refusal;
     throw new Failure(`${what}: the upgrade failed without an HTTP answer (${(error as Error).message})`);
   }
   throw new Failure(`${what}: the upgrade was accepted (101), expected a refusal`);

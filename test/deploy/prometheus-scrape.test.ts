@@ -214,7 +214,7 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
       // a core panel uses only metrics this build defines
       for (const target of panel.targets!) for (const name of referencedMetrics(target.expr)) expect([title, name, defined.has(name)]).toEqual([title, name, true]);
     }
-    // eslint-disable-next-line no-console
+     
     console.log(`Grafana queries without data in this run (${empty.length}):\n${empty.join('\n')}`);
   });
 

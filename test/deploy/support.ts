@@ -107,7 +107,7 @@ export function describeWithTool(missing: string | null): (name: string, body: (
         });
       });
   }
-  // eslint-disable-next-line no-console
+   
   console.warn(`deploy tests skipped: ${missing}`);
   return describe.skip;
 }

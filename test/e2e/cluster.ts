@@ -88,8 +88,8 @@ export class RoostProcess {
     });
     this.child = child;
     this.exited = track(child);
-    child.stdout!.on('data', tail(this.output));
-    child.stderr!.on('data', tail(this.output));
+    child.stdout.on('data', tail(this.output));
+    child.stderr.on('data', tail(this.output));
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (!this.running) throw new Error(`${this.name} exited during start-up:\n${this.output.join('\n')}`);
@@ -165,8 +165,8 @@ export class RedisServer {
     });
     this.child = child;
     this.exited = track(child);
-    child.stdout!.on('data', tail(this.output));
-    child.stderr!.on('data', tail(this.output));
+    child.stdout.on('data', tail(this.output));
+    child.stderr.on('data', tail(this.output));
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const redis = new Redis(this.url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
@@ -470,7 +470,7 @@ export class ResumingClient {
     };
     // Frames can arrive with the upgrade response, before `connect` resolves: the Listener kept them.
     for (const frame of listener.frames) see(frame);
-    listener.ws.on('message', (data) => see(JSON.parse(data.toString())));
+    listener.ws.on('message', (data) => see(JSON.parse((data as Buffer).toString())));
     listener.ws.on('close', () => {
       if (this.stopped || this.listener !== listener) return;
       // Reconnect to the next gateway at once (the one that closed may be dead).

@@ -258,7 +258,7 @@ function runToExit(env: Record<string, string>): Promise<{ code: number | null; 
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, [ROOST_MAIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
-    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       fail(new Error(`the operator did not exit within ${START_MS} ms:\n${stderr}`));
@@ -416,7 +416,7 @@ class LoadTarget {
         ),
       ),
     );
-    const framesMissing = frames.filter((result) => result.status === 'rejected').map((result) => String((result as PromiseRejectedResult).reason));
+    const framesMissing = frames.filter((result) => result.status === 'rejected').map((result) => String((result).reason));
     const duplicateFrames = this.listeners.reduce((sum, listener) => sum + listener.duplicates, 0);
 
     const accepted = this.statuses.get(202) ?? 0;

@@ -145,7 +145,7 @@ test('100 schedules on 3 workers, two killed -9 mid-run and restarted: every due
 
   // Wait until every schedule has completed (15 runs at one per real second, plus the disturbance).
   const deadline = Date.now() + 60_000;
-  let schedules: any[] = [];
+  let schedules: any[];
   for (;;) {
     schedules = (await Promise.all(owners.map(schedulesOf))).flat();
     if (schedules.every((s) => s.status !== 'active')) break;

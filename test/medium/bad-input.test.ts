@@ -183,7 +183,7 @@ describe('unparsable and non-object bodies → 400 INVALID_JSON', () => {
       try {
         await refused(() => op.client.request(method, path, { token: token(), body, headers: { 'content-type': 'application/json' } }), 400, 'INVALID_JSON');
       } catch (error) {
-        throw new Error(`${method} ${path} with ${label}: ${(error as Error).message}`);
+        throw new Error(`${method} ${path} with ${label}: ${(error as Error).message}`, { cause: error });
       }
     }
   });
@@ -558,11 +558,11 @@ describe('admin bodies: wrong types at every field', () => {
   add('retention_days', ['1', true, {}, [], 0, -1, 1.5, 36501, 1e300], 'INVALID_RETENTION');
 
   it.each(fieldCases.map(([f, v, c]) => [f, JSON.stringify(v), v, c]))('create with %s: %s → %s', async (field, _label, value, code) => {
-    await refused(() => post('/_admin/agents', { handle: '@bad.newcomer', [field]: value }, admin), 400, code as string);
+    await refused(() => post('/_admin/agents', { handle: '@bad.newcomer', [field]: value }, admin), 400, code);
   });
 
   it.each(fieldCases.map(([f, v, c]) => [f, JSON.stringify(v), v, c]))('patch with %s: %s → %s', async (field, _label, value, code) => {
-    await refused(() => op.client.patch(`/_admin/agents/${enc(CAROL)}`, { [field]: value }, admin), 400, code as string);
+    await refused(() => op.client.patch(`/_admin/agents/${enc(CAROL)}`, { [field]: value }, admin), 400, code);
   });
 
   it.each([undefined, null, 1, true, {}, [], '', 'bad', '@bad', '@Bad.x', '@a.b.c', '@bad.*', '@bad.x ', ' @bad.x', '@bad.\u0000', "@bad.'; DROP TABLE agents; --", '@%.%', '@bad.🦜'].map((v) => [JSON.stringify(v) ?? 'missing', v]))(

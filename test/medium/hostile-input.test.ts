@@ -1167,7 +1167,7 @@ describe('paths, methods and headers', () => {
         // A Content-Length the request never delivers ends in the 408 of the request timeout.
         judge(name, input, response, { success: [], closed: true });
         if (response.status !== undefined && ![400, 401, 408, 413, 417, 431].includes(response.status)) {
-          throw new Error(`expected 401 or a parser refusal: ${describeInput(input)} ${JSON.stringify(headers)} → ${response.status} ${response.body}`);
+          throw new Error(`expected 401 or a parser refusal: ${describeInput(input)} ${JSON.stringify(headers)} → ${response.status} ${response.body.toString('utf8')}`);
         }
       }),
     );

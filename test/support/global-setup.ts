@@ -4,7 +4,6 @@ import { testImages } from './services';
 
 type Stoppable = { stop(): Promise<unknown> };
 declare global {
-  // eslint-disable-next-line no-var
   var __roostContainers: Stoppable[] | undefined;
 }
 
@@ -50,6 +49,7 @@ export default async function globalSetup(): Promise<void> {
     throw new Error(
       `no DATABASE_URL/REDIS_URL, and starting containers failed (Docker running? images ${images.postgres}, ${images.redis}; ` +
         `ROOST_TEST_POSTGRES_IMAGE / ROOST_TEST_REDIS_IMAGE choose others): ${(error as Error).message}`,
+      { cause: error },
     );
   }
   await reachable('postgres', databaseUrl).catch((error: Error) => {

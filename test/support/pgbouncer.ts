@@ -123,8 +123,8 @@ export class PgBouncer {
       bouncer.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
       if (bouncer.output.length > 200) bouncer.output.splice(0, bouncer.output.length - 200);
     };
-    child.stdout!.on('data', keep);
-    child.stderr!.on('data', keep);
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
     child.once('error', (error) => bouncer.output.push(`spawn error: ${error.message}`));
     const first = Object.keys(options.databases)[0];
     const deadline = Date.now() + 10_000;
@@ -142,7 +142,7 @@ export class PgBouncer {
       } catch (error) {
         if (Date.now() > deadline) {
           await bouncer.stop();
-          throw new Error(`pgbouncer on ${port} not ready: ${(error as Error).message}\n${bouncer.output.join('\n')}`);
+          throw new Error(`pgbouncer on ${port} not ready: ${(error as Error).message}\n${bouncer.output.join('\n')}`, { cause: error });
         }
       } finally {
         await client.end().catch(() => undefined);

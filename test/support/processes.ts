@@ -132,8 +132,8 @@ export class TestProcess {
       });
       stream.on('end', () => add(partial));
     };
-    collect(child.stdout!, this.options.recordStdout ? this.stdout : undefined);
-    collect(child.stderr!);
+    collect(child.stdout, this.options.recordStdout ? this.stdout : undefined);
+    collect(child.stderr);
     child.once('error', (error) => this.output.push(`spawn error: ${error.message}`));
     try {
       await this.waitHealthy(this.options.startTimeoutMs ?? 30_000);
@@ -196,7 +196,7 @@ export async function startAll(options: ProcessOptions[]): Promise<TestProcess[]
 
 /** Stop every process (SIGTERM, then SIGKILL after `graceMs`), in parallel. */
 export async function stopAll(processes: Iterable<TestProcess | undefined>, graceMs = 5_000): Promise<void> {
-  await Promise.all([...processes].map((p) => p?.stop(graceMs)));
+  await Promise.all([...processes].flatMap((p) => (p ? [p.stop(graceMs)] : [])));
 }
 
 /** True while a process with this pid exists (signal 0 only checks). */

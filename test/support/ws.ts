@@ -38,7 +38,7 @@ export class Listener {
 
   constructor(readonly ws: WebSocket) {
     ws.on('message', (data) => {
-      const text = data.toString();
+      const text = (data as Buffer).toString();
       const frame = JSON.parse(text);
       const schema = frame.op === 'envelope.notify' ? 'header' : frame.op === 'monitor.fact' ? 'monitor-fact' : undefined;
       if (schema) {
@@ -132,11 +132,11 @@ export function connect(baseUrl: string, options: ConnectOptions = {}): Promise<
         } catch {
           // not JSON
         }
-        reject(Object.assign(new Error(`upgrade refused: ${response.statusCode}`), {
+        reject(Object.assign<Error, object>(new Error(`upgrade refused: ${response.statusCode}`), {
           status: response.statusCode ?? 0,
           body,
           headers: response.headers,
-        }) as Error & Refusal);
+        }));
       });
     });
     ws.once('error', (error) => reject(error));

@@ -1,11 +1,12 @@
 import type { Command } from 'commander';
 import type { Session } from './session';
 
-/* eslint-disable @typescript-eslint/no-require-imports */
+/* eslint-disable @typescript-eslint/no-require-imports -- lazy: a handler's module loads only when its command runs */
 // Registered here rather than in cli.ts so the command table stays short; the handlers load only
 // when their command runs.
 const self = () => require('./commands/self') as typeof import('./commands/self');
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander passes each command's own positional types
 type Handler = (session: Session, ...args: any[]) => unknown;
 type Act = (handler: () => Handler) => (...args: unknown[]) => Promise<void>;
 

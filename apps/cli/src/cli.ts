@@ -3,7 +3,7 @@ import { registerSelfCommands } from './cli-self';
 import { die, EXIT } from './output';
 import { Session, VERSION, type GlobalOptions } from './session';
 
-/* eslint-disable @typescript-eslint/no-require-imports */
+/* eslint-disable @typescript-eslint/no-require-imports -- lazy: a command's module loads only when it runs */
 // Command modules load only when their command runs: `roost send` never loads the listener, the
 // worktree mailbox or the embedded operator.
 const messages = () => require('./commands/messages') as typeof import('./commands/messages');
@@ -15,13 +15,14 @@ const samp = () => require('./commands/samp') as typeof import('./commands/samp'
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander passes each command's own positional types
 type Handler = (session: Session, ...args: any[]) => unknown;
 
 /** Wrap a handler: build the session from the merged global/local options, map failures to exit codes. */
 function act(handler: () => Handler, admin = false) {
   return async (...args: unknown[]) => {
     const command = args[args.length - 1] as Command;
-    const options = command.optsWithGlobals() as GlobalOptions & Record<string, unknown>;
+    const options = command.optsWithGlobals<GlobalOptions & Record<string, unknown>>();
     let session: Session | undefined;
     try {
       session = new Session(options);
@@ -195,7 +196,7 @@ export function program(): Command {
     .description('for harness hooks: print new unread triage lines, nothing when nothing is new')
     .option('--event <event>', 'SessionStart | PostToolUse | Stop (sets the output shape)')
     .action(async (options: { event?: string }, command: Command) => {
-      const globals = command.optsWithGlobals() as GlobalOptions;
+      const globals = command.optsWithGlobals<GlobalOptions>();
       const hook = require('./hook') as typeof import('./hook');
       process.exitCode = await hook.runHook({ ...globals, event: options.event });
     });

@@ -77,7 +77,7 @@ export function hookOutput(event: string | undefined, text: string, json = false
 
 /** Triage headers from INBOX.md blocks (the part appended after `fromByte`). */
 function inboxHeaders(file: string, fromByte: number): TriageHeader[] {
-  /* eslint-disable @typescript-eslint/no-require-imports */
+  /* eslint-disable @typescript-eslint/no-require-imports -- the hook's fast path loads modules only when needed */
   const { splitBlocks } = require('./mailbox/markdown') as typeof import('./mailbox/markdown');
   let text: string;
   try {

@@ -15,7 +15,7 @@ export async function resolveId(client: RoostClient, id: string): Promise<string
   }
   const matches = new Set<string>();
   let scanned = 0;
-  for await (const header of client.headers({ direction: 'both', order: 'desc', limit: 1000 }) as AsyncGenerator<Header>) {
+  for await (const header of client.headers({ direction: 'both', order: 'desc', limit: 1000 })) {
     if (header.id.endsWith(wanted)) matches.add(header.id);
     if (++scanned >= 2000) break;
   }

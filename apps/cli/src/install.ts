@@ -25,7 +25,7 @@ export function selfCommand(execPath = process.execPath, script = process.argv[1
 
 function realpathOr(file: string): string {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- node:fs loads only when a path must be resolved
     return (require('node:fs') as typeof import('node:fs')).realpathSync(file);
   } catch {
     return file;
@@ -34,7 +34,7 @@ function realpathOr(file: string): string {
 
 /** POSIX shell quoting: bare when safe, else single quotes (`'` as `'\''`). */
 export function shellQuote(word: string): string {
-  return /^[A-Za-z0-9_\/.,:=@%+-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+  return /^[A-Za-z0-9_/.,:=@%+-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 /** Split a command line written by `shellQuote` (bare words and single-quoted parts) back into words. */

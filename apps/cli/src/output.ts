@@ -96,7 +96,7 @@ export function toCliError(error: unknown, where: ErrorContext = {}): CliError {
       error.code === 'CONTENT_BLOCKED'
         ? `the content guard blocked it (${JSON.stringify(error.details.warnings ?? [])}); remove the content, or override with --allow-warnings <codes>`
         : error.code === 'RATE_LIMITED'
-          ? `rate limited; retry in ${String(error.details.retry_after_s ?? 'a few')} s`
+          ? `rate limited; retry in ${typeof error.details.retry_after_s === 'number' ? error.details.retry_after_s : 'a few'} s`
           : undefined;
     return new CliError(`refused (${error.status} ${error.code}): ${error.message}`, EXIT.REJECTED, hint, error.code);
   }

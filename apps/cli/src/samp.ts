@@ -56,7 +56,7 @@ export function deriveThread(from: string, ts: number, body: string): string {
 export function splitThreadPrefix(body: string): { thread?: string; body: string } {
   const m = /^\[thread:([^\]]*)\]\s?/.exec(body);
   if (!m) return { body };
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- a thread tag must not carry control characters
   return { thread: m[1].replace(/[\u0000-\u001f\u007f]/g, '').trim(), body: body.slice(m[0].length) };
 }
 

@@ -142,8 +142,8 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
     for (const [agentId, members] of this.held) pipeline.roostRenewLeases(this.keyOf(agentId), LEASE_TTL_MS, ...members);
     try {
       const results = (await pipeline.exec()) ?? [];
-      const failed = results.find(([error]) => error !== null);
-      if (failed) throw failed[0];
+      const failed = results.find(([error]) => error !== null)?.[0];
+      if (failed) throw failed;
       this.outage.succeeded();
     } catch (error) {
       this.metrics.redisErrors.inc({ component: 'ws_limit' });

@@ -136,7 +136,7 @@ item(50, 'next_cursor is a {created_at, envelope_id} object when the page is ful
     const final = await page(t, bob, `order=${order}&limit=2&after_created_at=${last.created_at}&after_envelope_id=${last.id}`);
     eq(final.envelope_headers.length, 2, `order=${order}: the final (full) page`);
     ok(final.next_cursor !== null, `order=${order}: a full final page still has a cursor`);
-    const end = await page(t, bob, `order=${order}&limit=2&after_created_at=${final.next_cursor!.created_at}&after_envelope_id=${final.next_cursor!.envelope_id}`);
+    const end = await page(t, bob, `order=${order}&limit=2&after_created_at=${final.next_cursor.created_at}&after_envelope_id=${final.next_cursor.envelope_id}`);
     eq(end, { envelope_headers: [], next_cursor: null }, `order=${order}: the page after the last`);
   }
 });

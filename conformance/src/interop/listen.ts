@@ -56,7 +56,7 @@ export class CliListener {
       throw new Failure(`listen could not connect: ${(error as { status?: number }).status ?? (error as Error).message}`);
     }
     this.socket = socket;
-    socket.ws.on('message', (data) => this.onFrame(data.toString()));
+    socket.ws.on('message', (data) => this.onFrame((data as Buffer).toString()));
     this.catchUp = this.runCatchUp().catch((error: unknown) => {
       this.failure ??= error instanceof Failure ? error : new Failure(`listen catch-up: ${(error as Error).message}`);
     });

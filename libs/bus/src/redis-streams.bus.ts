@@ -271,8 +271,8 @@ export class RedisFrameBus extends FrameBus {
       (pipeline as unknown as { roostCountAfter(key: string, id: string, cap: number): void }).roostCountAfter(this.streamKey(partition), lastId, LAG_COUNT_CAP);
     }
     const results = (await pipeline.exec()) ?? [];
-    const failed = results.find(([error]) => error !== null);
-    if (failed) throw failed[0];
+    const failed = results.find(([error]) => error !== null)?.[0];
+    if (failed) throw failed;
     const stats: StreamStats[] = [];
     for (let partition = 0; partition < this.options.partitions; partition++) stats.push({ partition, length: Number(results[partition][1]) });
     held.forEach(([partition], i) => (stats[partition].lagEntries = Number(results[this.options.partitions + i][1])));
@@ -300,7 +300,7 @@ export class RedisFrameBus extends FrameBus {
         let reply: StreamReply | typeof CLOSED;
         this.blocking = true;
         try {
-          reply = await this.untilClosed(this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids) as Promise<StreamReply>);
+          reply = await this.untilClosed(this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids));
         } finally {
           this.blocking = false;
         }

@@ -77,7 +77,7 @@ export class RoostClient {
 
   /** `POST /messages`. A draft without `id`/`date_ms` gets a fresh ULID and the current time. */
   send(draft: Draft): Promise<Accepted> {
-    const body: PostMessage = { ...draft, id: draft.id ?? ulid(), date_ms: draft.date_ms ?? Date.now() } as PostMessage;
+    const body: PostMessage = { ...draft, id: draft.id ?? ulid(), date_ms: draft.date_ms ?? Date.now() };
     return this.call<Accepted>('POST', '/messages', body);
   }
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BoundedSet, compareCursors, FileCursorStore, maxCursor } from './cursor';
@@ -37,7 +37,7 @@ describe('cursor', () => {
   it('treats a corrupt file as a fresh start', () => {
     const dir = mkdtempSync(join(tmpdir(), 'roost-cursor-'));
     const file = join(dir, 'c.json');
-    require('node:fs').writeFileSync(file, '{not json');
+    writeFileSync(file, '{not json');
     expect(new FileCursorStore(file).load()).toEqual({ cursor: null, recent: new Map() });
   });
 });

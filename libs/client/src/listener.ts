@@ -261,8 +261,8 @@ export class Listener {
       ws.on('ping', touch);
       ws.on('message', (data: WebSocket.RawData) => {
         touch();
-        const text = data.toString();
-        this.enqueue(() => this.onText(connection, text));
+        const text = (data as Buffer).toString(); // binaryType is the default nodebuffer
+        void this.enqueue(() => this.onText(connection, text));
       });
       ws.on('error', (error) => this.event({ type: 'error', message: error.message }));
       ws.on('close', (code, reasonBuffer) => {

@@ -43,7 +43,7 @@ export interface PostMessage {
 }
 
 export interface GuardWarning {
-  code: ContentFlag | string;
+  code: string; // a ContentFlag, or a code a newer operator added
   part: unknown;
   detail: string;
 }

@@ -32,7 +32,7 @@ function job(id: string, mailbox: number): AcceptJob {
     recipients: [{ agentId: mailbox, handle: `@m${mailbox}`, kind: 'to' }],
     stored: { id, to: [`@m${mailbox}`], date_ms: 1, content_parts: [{ type: 'text', text: 'x' }] } as unknown as AcceptJob['stored'],
     body: '{}',
-    derived: { type_hint: 'text', size_hint: 1 } as AcceptJob['derived'],
+    derived: { type_hint: 'text', size_hint: 1 },
     extensions: {},
     selfAddressed: false,
     searchText: '',

@@ -38,7 +38,7 @@ export function resolveFileParts(parts: ContentPart[], publicUrl: string): { par
     if (!isFileId(part.file_id)) throw badRequest('INVALID_FILE', 'file_id is unknown, not yours, or already used');
     fileIds.push(part.file_id);
     const { file_id: fileId, ...rest } = part;
-    return { ...rest, url: `${publicUrl}/files/${encodeURIComponent(fileId as string)}` } as ContentPart;
+    return { ...rest, url: `${publicUrl}/files/${encodeURIComponent(fileId)}` };
   });
   return { parts: resolved, fileIds };
 }
@@ -55,5 +55,5 @@ export function searchTextOf(posted: PostedEnvelope): string {
     else if (typeof part.name === 'string') pieces.push(part.name);
   }
   // Postgres text cannot hold NUL; the index does not need it.
-  return pieces.join('\n').slice(0, SEARCH_TEXT_MAX).replace(/\u0000/g, ' ');
+  return pieces.join('\n').slice(0, SEARCH_TEXT_MAX).replaceAll('\u0000', ' ');
 }

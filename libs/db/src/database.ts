@@ -130,7 +130,7 @@ export function openPostgres(options: PostgresOptions): Database {
     application_name: options.applicationName ?? 'roost',
     types: {
       getTypeParser: ((oid: number, format?: string) =>
-        oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+        oid === INT8_OID ? parseInt8 : (pg.types.getTypeParser(oid, format as 'text') as (value: string) => unknown)) as typeof pg.types.getTypeParser,
     },
   });
   // An idle client that loses its server emits here; without a listener the process would die.
@@ -252,7 +252,7 @@ class LocalTimeoutDriver extends PostgresDriver {
  * returns (DurableNodeFS: Postgres' fsync on, made real); `onSync` sees each sync.
  */
 export async function openPglite(
-  dataDir: string | 'memory://',
+  dataDir: string, // a folder, or 'memory://'
   onQuery?: (ms: number) => void,
   onSync?: (kind: SyncKind) => void,
 ): Promise<Database> {

@@ -38,7 +38,7 @@ class PGliteConnection implements DatabaseConnection {
     };
   }
 
-  // eslint-disable-next-line require-yield
+  // eslint-disable-next-line require-yield -- kysely's Driver requires the generator; PGlite cannot stream
   async *streamQuery<R>(): AsyncIterableIterator<QueryResult<R>> {
     throw new Error('PGlite does not stream query results');
   }
@@ -98,6 +98,7 @@ export class PGliteDialect implements Dialect {
     return new PostgresQueryCompiler();
   }
 
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- kysely's DialectAdapter signature
   createIntrospector(db: Kysely<any>) {
     return new PostgresIntrospector(db);
   }

@@ -71,7 +71,7 @@ export class DurableNodeFS extends NodeFS {
         return 0;
       };
     });
-    return { emscriptenOpts: { ...result.emscriptenOpts, preRun: preRun as never } };
+    return { emscriptenOpts: { ...result.emscriptenOpts, preRun: preRun } };
   }
 }
 

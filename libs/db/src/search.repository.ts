@@ -28,7 +28,7 @@ export class SearchRepository {
     const result = await sql<MessageHit>`
       with query as (
         select to_tsquery('simple', string_agg(quote_literal(lexeme) || ':*', ' & ')) as tsq
-        from unnest(to_tsvector('simple', ${q.replace(/\u0000/g, '')}))
+        from unnest(to_tsvector('simple', ${q.replaceAll('\u0000', '')}))
       )
       select e.id, e.header, a.handle as sender_handle, e.recipients, e.created_at
       from envelopes e join agents a on a.id = e.sender_id, query

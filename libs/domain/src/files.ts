@@ -1,4 +1,4 @@
-import { AsmtpError, badRequest } from './errors';
+import { type AsmtpError, badRequest } from './errors';
 
 /** Upload rules of ASMTP.md §7.1. */
 export const MAX_FILE_BYTES = 10 * 1024 * 1024;

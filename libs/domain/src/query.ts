@@ -1,4 +1,4 @@
-import { AsmtpError, badRequest } from './errors';
+import { type AsmtpError, badRequest } from './errors';
 import { isEnvelopeId } from './ids';
 
 /** Raw `key=value` pairs of a query string, keys decoded, values kept raw (so `ids` can split on `,`). */

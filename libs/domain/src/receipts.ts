@@ -39,7 +39,7 @@ export function receiptOf(parts: readonly ContentPart[]): ReceiptClaim | undefin
   return {
     envelope_id: data.envelope_id,
     status: data.status as ReceiptStatus,
-    ...(data.note !== undefined ? { note: data.note as string } : {}),
+    ...(data.note !== undefined ? { note: data.note } : {}),
   };
 }
 

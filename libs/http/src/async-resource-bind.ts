@@ -14,13 +14,13 @@ function bind(this: AsyncResource, fn: (...args: unknown[]) => unknown, thisArg?
   if (typeof fn !== 'function') {
     throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${typeof fn}`), { code: 'ERR_INVALID_ARG_TYPE' });
   }
-  const resource = this;
+  const runInScope = this.runInAsyncScope.bind(this);
   const bound =
     thisArg === undefined
       ? function (this: unknown, ...args: unknown[]) {
-          return resource.runInAsyncScope(fn, this, ...args);
+          return runInScope(fn, this, ...args);
         }
-      : resource.runInAsyncScope.bind(resource, fn, thisArg);
+      : runInScope.bind(null, fn, thisArg);
   Object.defineProperty(bound, 'length', { configurable: true, enumerable: false, writable: false, value: fn.length });
   return bound;
 }

@@ -34,7 +34,7 @@ export function toolError(error: unknown): CallToolResult {
     code = error.code;
     if (error.kind === 'api' && error.status >= 500 && !/^[A-Z_]+$/.test(code)) code = 'UNAVAILABLE';
     hint = HINTS[code] ?? (error.status === 429 ? HINTS.RATE_LIMITED : error.status >= 500 ? 'the operator failed; retry later' : undefined);
-    if (code === 'RATE_LIMITED' && error.details.retry_after_s !== undefined) hint = `retry in ${String(error.details.retry_after_s)} s`;
+    if (code === 'RATE_LIMITED' && error.details.retry_after_s !== undefined) hint = `retry in ${JSON.stringify(error.details.retry_after_s)} s`;
     if (error.details.warnings !== undefined) message = `${message} ${JSON.stringify(error.details.warnings)}`;
   }
   const text = `${code}: ${message}${hint ? `\nhint: ${hint}` : ''}`;

@@ -4,8 +4,8 @@ import { RoostClient } from '#client';
 import { createRoostMcpServer } from './server';
 
 // js-tiktoken's CommonJS build, as in bench/triage.ts.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const { getEncoding } = require('js-tiktoken') as { getEncoding(name: 'o200k_base' | 'cl100k_base'): { encode(text: string): number[] } };
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the CommonJS build, see above
+const { getEncoding } = require('js-tiktoken') as { getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] } };
 
 async function listed() {
   const server = createRoostMcpServer({ client: new RoostClient({ url: 'http://127.0.0.1:1', token: 't' }), agent: '@a.b', watch: { wait: async () => false }, maxWaitMs: 1 });

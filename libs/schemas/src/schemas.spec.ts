@@ -11,9 +11,9 @@ import {
   type PostedEnvelope,
 } from '#domain';
 import {
-  compileRequestValidators,
+  type compileRequestValidators,
   REQUEST_SCHEMAS,
-  requestValidatorCompiled,
+  type requestValidatorCompiled,
   responseViolations,
   schemasDir,
   validateRequest,
@@ -451,7 +451,7 @@ describe('compileRequestValidators (start-up, so the first request does not comp
   it('compiles each of them', () => {
     // A fresh copy of the module: the tests above compiled some validators on first use.
     jest.isolateModules(() => {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- jest.isolateModules needs a synchronous load
       const fresh = require('./schemas') as { compileRequestValidators: typeof compileRequestValidators; requestValidatorCompiled: typeof requestValidatorCompiled };
       expect(REQUEST_SCHEMAS.filter((name) => fresh.requestValidatorCompiled(name))).toEqual([]);
       fresh.compileRequestValidators();

@@ -404,7 +404,7 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
     it('replays exactly the headers after the cursor in (created_at, envelope_id) order, then replay.complete, then live frames, with no gap or duplicate while sends run concurrently', async () => {
       const alice = await h.op.agent('@pres.alice');
       const bob = await h.op.agent('@pres.bob');
-      const before = await pool(
+      await pool(
         Array.from({ length: 300 }, (_, i) => () => h.send(alice, envelope('@pres.bob', { subject: `before ${i}` }))),
         8,
       );

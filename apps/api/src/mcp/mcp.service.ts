@@ -6,7 +6,7 @@ import type { Agent } from '#domain';
 import { RoostClient, type HttpResponse, type WireRequest } from '#client';
 import { MailWatchService } from './mail-watch.service';
 
-/* eslint-disable @typescript-eslint/no-require-imports */
+/* eslint-disable @typescript-eslint/no-require-imports -- lazy load, see below */
 // The MCP SDK (and zod) load on the first /mcp request: an api node that serves none never pays for them at start-up.
 const sdk = () => ({
   ...(require('@modelcontextprotocol/sdk/server/streamableHttp.js') as typeof import('@modelcontextprotocol/sdk/server/streamableHttp.js')),

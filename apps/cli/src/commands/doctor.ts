@@ -35,7 +35,7 @@ function probePush(url: string, token: string): Promise<{ ok: boolean; resume: b
     socket.on('open', () => (opened = true));
     socket.on('message', (data: WebSocket.RawData) => {
       try {
-        if ((JSON.parse(data.toString()) as { op?: string }).op === 'replay.complete') finish({ ok: true, resume: true, detail: 'push connected; server-side resume offered' });
+        if ((JSON.parse((data as Buffer).toString()) as { op?: string }).op === 'replay.complete') finish({ ok: true, resume: true, detail: 'push connected; server-side resume offered' });
       } catch {
         // ignore
       }
@@ -69,7 +69,7 @@ export function hookChecks(root: string): Check[] {
   for (const rel of ['.claude/settings.json', '.codex/hooks.json']) {
     const file = join(root, rel);
     if (!existsSync(file)) continue;
-    let commands: string[] = [];
+    let commands: string[];
     try {
       const hooks = (JSON.parse(readFileSync(file, 'utf8')) as { hooks?: Record<string, Array<{ hooks?: Array<{ command?: unknown }> }>> }).hooks ?? {};
       commands = Object.values(hooks).flatMap((groups) => (Array.isArray(groups) ? groups : []).flatMap((g) => (g.hooks ?? []).map((h) => h.command))).filter(isRoostHookCommand) as string[];

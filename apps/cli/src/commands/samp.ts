@@ -115,7 +115,7 @@ export async function exportDir(session: Session, dir: string, options: { map?: 
   const client = session.client();
   const aliases = new AliasMap(options.map ?? []);
   const ids: string[] = [];
-  for await (const header of client.headers({ direction: 'both', order: 'asc', limit: 1000 }) as AsyncGenerator<Header>) ids.push(header.id);
+  for await (const header of client.headers({ direction: 'both', order: 'asc', limit: 1000 })) ids.push(header.id);
   mkdirSync(dir, { recursive: true });
   const existing = new Map<string, Set<string>>();
   const present = (file: string) => {

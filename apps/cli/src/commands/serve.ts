@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { readJson, saveProfile, storeAdminToken, userConfigFile, type UserConfig } from '../config';
 import type { Session } from '../session';
 
@@ -12,7 +14,7 @@ export interface ServeOptions {
  * same code as `npm start`. Nest and the database drivers load only here, never on other commands.
  */
 export async function serve(session: Session, options: ServeOptions): Promise<void> {
-  /* eslint-disable @typescript-eslint/no-require-imports */
+  /* eslint-disable @typescript-eslint/no-require-imports -- Nest and the drivers load only for `serve` */
   const { loadConfig } = require('#config') as typeof import('#config');
   const { buildRoostApp, ensureAdminToken } = require('#roost') as typeof import('#roost');
   const env = { ...process.env };
@@ -54,7 +56,7 @@ export async function serve(session: Session, options: ServeOptions): Promise<vo
 
 function readEmbeddedToken(dataDir: string): string | undefined {
   try {
-    return require('node:fs').readFileSync(require('node:path').join(dataDir, 'admin-token'), 'utf8').trim() as string;
+    return readFileSync(join(dataDir, 'admin-token'), 'utf8').trim();
   } catch {
     return undefined;
   }
