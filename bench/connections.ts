@@ -1,6 +1,6 @@
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
 import {
   BenchCluster,
   connectUrl,

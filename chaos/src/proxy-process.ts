@@ -73,14 +73,15 @@ export class ProxyProcess {
 async function child(name: string, upstreamPort: number): Promise<void> {
   const proxy = await TcpProxy.start(name, upstreamPort);
   process.on('disconnect', () => process.exit(0));
-  process.on('message', async (command: Command) => {
+  const handle = async (command: Command) => {
     if (command.op === 'delay') proxy.setDelay(command.ms, command.jitterMs);
     else if (command.op === 'partition') proxy.partition();
     else if (command.op === 'cut') proxy.cut();
     else if (command.op === 'heal') proxy.heal();
     else if (command.op === 'close') await proxy.close();
     process.send!({ id: command.id, accepted: proxy.accepted, resets: proxy.resets, open: proxy.open });
-  });
+  };
+  process.on('message', (command: Command) => void handle(command));
   process.send!({ port: proxy.port });
 }
 

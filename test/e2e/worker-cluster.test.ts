@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { runEnvelopeId, ulid, type Cursor } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { startAll, stopAll, TestProcess } from '../support/processes';
+import { startAll, stopAll, type TestProcess } from '../support/processes';
 import { testRedisUrl } from '../support/services';
 
 /**

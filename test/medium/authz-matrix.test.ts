@@ -6,7 +6,7 @@ import pg from 'pg';
 import { ulid } from '#domain';
 import type { Reply } from '../support/client';
 import { envelope, startOperator, type TestOperator } from '../support/operator';
-import { digests, type TableDigests } from '../support/state';
+import { digests } from '../support/state';
 import { connect, refusal, type Listener } from '../support/ws';
 
 /**

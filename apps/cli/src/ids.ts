@@ -1,4 +1,4 @@
-import { ENVELOPE_ID_RE, type Header, type RoostClient } from '#client';
+import { ENVELOPE_ID_RE, type RoostClient } from '#client';
 import { CliError, EXIT } from './output';
 
 const SUFFIX_RE = /^[0-9A-HJKMNP-TV-Z]{4,25}$/;

@@ -31,7 +31,7 @@ function setup() {
     registry.add(connection);
     return connection;
   };
-  return { registry, tokens, lastSeqs, asked, sweeper, revoked, caughtUp, warn, open, hold: (p: Promise<void>) => (gate = p) };
+  return { registry, tokens, lastSeqs, asked, sweeper, revoked, caughtUp, warn, open, hold: (p: Promise<void>) => { gate = p; } };
 }
 
 describe('Sweeper', () => {

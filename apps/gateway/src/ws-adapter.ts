@@ -66,7 +66,7 @@ export class RoostWsAdapter extends WsAdapter {
   }
 
   override create(port: number, options: Record<string, unknown> = {}): WebSocketServer {
-    const server: WebSocketServer = super.create(port, { ...options, maxPayload: this.maxClientFrameBytes, perMessageDeflate: false });
+    const server = super.create(port, { ...options, maxPayload: this.maxClientFrameBytes, perMessageDeflate: false }) as WebSocketServer;
     // A handshake `ws` refuses (bad Sec-WebSocket-Key or -Version, Upgrade header, method) gets the
     // ASMTP error body too, not `ws`'s plain-text one.
     server.on('wsClientError', (error: Error, socket: Duplex, request: IncomingMessage) => {
@@ -105,7 +105,7 @@ export class RoostWsAdapter extends WsAdapter {
       const address = this.authFail.addressOf(request.socket.remoteAddress, request.headers['x-forwarded-for']);
       const agent = await this.authFail.guard(address, () => this.auth.agentFor(token));
       const cursor = parseCursorPair(pairs);
-      const wsServer = (this.wsServersRegistry.get(port) ?? []).find(
+      const wsServer = ((this.wsServersRegistry.get(port) as WebSocketServer[] | undefined) ?? []).find(
         (candidate) => (candidate as WebSocketServer & { path?: string }).path === CONNECT_PATH,
       );
       if (!wsServer) throw new AsmtpError(404, 'BAD_REQUEST', 'no WebSocket endpoint');

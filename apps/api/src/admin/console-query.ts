@@ -25,6 +25,7 @@ export function parseAgentListQuery(pairs: QueryPairs): AgentListQuery | null {
   const include = firstParam(pairs, 'include');
   if (q === undefined && limitRaw === undefined && after === undefined && include === undefined) return null;
   // A NUL cannot reach Postgres in a text parameter; no handle or display name holds a control character.
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   if (q !== undefined && (q.length > MAX_NEEDLE || /[\u0000-\u001f\u007f]/.test(q))) {
     throw invalidQuery(`q must be at most ${MAX_NEEDLE} characters, without control characters`);
   }

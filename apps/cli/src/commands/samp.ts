@@ -1,6 +1,6 @@
 import { appendFileSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { deterministicUlid, partText, RoostClient, RoostError, type Header, type StoredEnvelope } from '#client';
+import { deterministicUlid, partText, RoostClient, RoostError, type StoredEnvelope } from '#client';
 import { credentialsFile, readJson, type Credentials } from '../config';
 import { CliError, EXIT } from '../output';
 import { AliasMap, deriveThread, importId, readLog, refusalSummary, sampId, type Refusal, type SampRecord } from '../samp';

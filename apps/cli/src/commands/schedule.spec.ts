@@ -1,5 +1,5 @@
 import type { Schedule } from '#client';
-import { CliError } from '../output';
+import { type CliError } from '../output';
 import { durationText, minIntervalMs, scheduleInput, scheduleLine, scheduleView } from './schedule';
 
 const base = { text: ['x'] };
