@@ -1,9 +1,6 @@
 import type { WebSocket } from 'ws';
 import type { HeaderFrame } from '#bus';
 
-/** How long after a plain socket starts its starting-window frames are still sent. */
-export const START_GRACE_MS = 2_000;
-
 export type InboxItem =
   | { kind: 'frame'; frame: HeaderFrame; committedAt: number }
   | { kind: 'monitor'; text: string }
@@ -21,12 +18,12 @@ export class Connection {
   /**
    * A plain (non-resuming) socket starts at the mailbox's `seq` read just after it registered. A
    * commit between the registration and that read has a `seq` at or below the start, yet happened
-   * while the socket was open: its frame (arriving during the start or shortly after) is still
-   * sent, once. Without this it would be neither pushed nor seen by the client's catch-up, which
-   * may already have run.
+   * while the socket was open: its frame is still sent, once, however late the bus delivers it
+   * (a 2 s limit dropped such frames for good on a loaded gateway: neither pushed nor in the
+   * client's catch-up, which may already have run). Frames the bus delivered before the
+   * registration never reach the socket; a lagging reader may add a few older ones (clients dedupe).
    */
   private startSeq = 0;
-  private graceUntil = 0;
   private readonly graceSent = new Set<number>();
 
   constructor(
@@ -36,18 +33,17 @@ export class Connection {
   ) {}
 
   /** A plain socket starts at the mailbox's `seq` as read once it was registered. */
-  startAt(lastSeq: number, now: number): void {
+  startAt(lastSeq: number): void {
     this.lastSeq = lastSeq;
     this.startSeq = lastSeq;
-    this.graceUntil = now + START_GRACE_MS;
   }
 
   /**
    * Whether the frame at `seq` (at or below `lastSeq`) is a starting-window frame still to be sent;
    * if so it is marked sent, so each goes out once.
    */
-  claimStartWindowFrame(seq: number, now: number): boolean {
-    if (seq > this.startSeq || now > this.graceUntil || this.graceSent.has(seq)) return false;
+  claimStartWindowFrame(seq: number): boolean {
+    if (seq > this.startSeq || this.graceSent.has(seq)) return false;
     this.graceSent.add(seq);
     return true;
   }

@@ -155,7 +155,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
           release();
         }
       } else {
-        connection.startAt(state.lastSeq, this.now());
+        connection.startAt(state.lastSeq);
       }
       connection.state = 'live';
       await this.drain(connection);
@@ -185,7 +185,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
         }
         const { frame } = item;
         if (frame.seq <= connection.lastSeq) {
-          if (connection.claimStartWindowFrame(frame.seq, this.now())) this.sender.send(connection, frame.header, 'notify');
+          if (connection.claimStartWindowFrame(frame.seq)) this.sender.send(connection, frame.header, 'notify');
           continue;
         }
         if (frame.seq > connection.lastSeq + 1) await this.replayer.backfill(connection, frame.seq - 1, 'gap');
