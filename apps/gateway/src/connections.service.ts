@@ -20,8 +20,6 @@ export const CLOSE_REVOKED = 4001;
 export const CLOSE_SERVICE_RESTART = 1012;
 
 const PAGE = 500;
-/** How long after a plain socket starts its starting-window frames are still sent. */
-const START_GRACE_MS = 2_000;
 /** How long a replay or backfill waits for a reader that makes no progress. */
 const PACED_WAIT_MS = 30_000;
 /** A replay ahead of its frame rate by more than this sleeps it off (fewer, longer timers). */
@@ -62,12 +60,12 @@ class Connection {
   /**
    * A plain (non-resuming) socket starts at the mailbox's `seq` read just after it registered. A
    * commit between the registration and that read has a `seq` at or below the start, yet happened
-   * while the socket was open: its frame (arriving during the start or shortly after) is still
-   * sent, once. Without this it would be neither pushed nor seen by the client's catch-up, which
-   * may already have run.
+   * while the socket was open: its frame is still sent, once, however late the bus delivers it
+   * (a 2 s limit dropped such frames for good on a loaded gateway: neither pushed nor in the
+   * client's catch-up, which may already have run). Frames the bus delivered before the
+   * registration never reach the socket; a lagging reader may add a few older ones (clients dedupe).
    */
   startSeq = 0;
-  graceUntil = 0;
   readonly graceSent = new Set<number>();
 
   constructor(
@@ -201,7 +199,6 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
       } else {
         connection.lastSeq = state.lastSeq;
         connection.startSeq = connection.lastSeq;
-        connection.graceUntil = Date.now() + START_GRACE_MS;
       }
       connection.state = 'live';
       await this.drain(connection);
@@ -315,7 +312,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
 
   /** A frame of a commit made while the socket was starting, not sent yet (see `Connection.startSeq`). */
   private startedWith(connection: Connection, seq: number): boolean {
-    if (seq > connection.startSeq || Date.now() > connection.graceUntil || connection.graceSent.has(seq)) return false;
+    if (seq > connection.startSeq || connection.graceSent.has(seq)) return false;
     connection.graceSent.add(seq);
     return true;
   }
