@@ -17,6 +17,8 @@ interface Sent {
   t0: number;
   frames: number;
   measured: boolean;
+  /** Which group of PER_ENVELOPE agents it went to (sockets group * PER_ENVELOPE …). */
+  group?: number;
   /** When the 202 arrived, and the last of the 50 frames. */
   acceptedAt: number;
   lastFrameAt: number;
@@ -129,6 +131,7 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
   const load_before = round(loadavg()[0]);
   const cluster = await BenchCluster.start(mode === 'all' ? { single: 'postgres' } : { api: apis, gateway: gateways });
   const sockets: Array<{ terminate(): void }> = [];
+  let benchClosing = false;
   try {
     const handles = Array.from({ length: AGENTS }, (_, i) => `@bench.f${String(i).padStart(4, '0')}`);
     const senderHandles = Array.from({ length: SENDERS }, (_, i) => `@bench.fs${String(i).padStart(2, '0')}`);
@@ -142,7 +145,11 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     let framesInWindow = 0;
     let measuring = false;
     let unexpected = 0;
-    const onFrame = (data: Buffer) => {
+    // Per socket: notify frames of posted envelopes, and the close code if the server closed it, so
+    // a shortfall can be told apart: frames a socket still open never got, or a closed socket's.
+    const received = new Uint32Array(AGENTS);
+    const closedWith = new Map<number, number>();
+    const onFrame = (socket: number, data: Buffer) => {
       const now = performance.now();
       const id = notifyId(data);
       if (id === undefined) return;
@@ -151,6 +158,7 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
         unexpected++;
         return;
       }
+      if (!entry.direct) received[socket]++;
       entry.frames++;
       entry.lastFrameAt = now;
       if (entry.direct) {
@@ -163,7 +171,13 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     };
     const socketStart = performance.now();
     sockets.push(
-      ...(await openSockets(AGENTS, 50, (i) => openSocket(connectUrl(cluster.gateways[i % gateways]), tokens[i], onFrame))),
+      ...(await openSockets(AGENTS, 50, async (i) => {
+        const ws = await openSocket(connectUrl(cluster.gateways[i % gateways]), tokens[i], (data) => onFrame(i, data));
+        ws.on('close', (code: number) => {
+          if (!benchClosing) closedWith.set(i, code);
+        });
+        return ws;
+      })),
     );
     const socketSetupS = (performance.now() - socketStart) / 1000;
     await sleep(1_000);
@@ -186,7 +200,7 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
         });
         const api = cluster.apis[worker % apis];
         const t0 = performance.now();
-        const entry: Sent = { t0, frames: 0, measured, acceptedAt: NaN, lastFrameAt: NaN };
+        const entry: Sent = { t0, frames: 0, measured, group, acceptedAt: NaN, lastFrameAt: NaN };
         sent.set(id, entry);
         const reply = await request(api.url, 'POST', '/messages', senderTokens[worker % SENDERS], body).catch(() => ({ status: 0, text: '' }));
         if (reply.status === 202) {
@@ -243,6 +257,22 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     while (expected().missing > 0 && Date.now() < deadline) await sleep(50);
     const drainS = (performance.now() - drainStart) / 1000;
     const { missing, duplicated } = expected();
+    const perGroup = new Uint32Array(GROUPS);
+    for (const entry of sent.values()) if (entry.group !== undefined) perGroup[entry.group]++;
+    const shortfall = { open_sockets: 0, open_frames: 0, closed_sockets: 0, closed_frames: 0 };
+    for (let i = 0; i < AGENTS; i++) {
+      const short = perGroup[Math.floor(i / PER_ENVELOPE)] - received[i];
+      if (short <= 0) continue;
+      if (closedWith.has(i)) {
+        shortfall.closed_sockets++;
+        shortfall.closed_frames += short;
+      } else {
+        shortfall.open_sockets++;
+        shortfall.open_frames += short;
+      }
+    }
+    const closeCodes: Record<string, number> = {};
+    for (const code of closedWith.values()) closeCodes[code] = (closeCodes[code] ?? 0) + 1;
 
     const direct = await gatewayOnly(cluster, handles, sent, Math.min(10, seconds), concurrency, pids);
     const directCheck = expected();
@@ -282,6 +312,8 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
       missing,
       duplicated,
       unexpected,
+      missing_by_socket: shortfall,
+      sockets_closed_by_server: closeCodes,
       drain_after_window_s: round(drainS, 2),
       cpu_pct_of_one_core: cpuPct,
       cpu_us_per_frame: Object.fromEntries(
@@ -304,6 +336,7 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
       load_1m_after: round(loadavg()[0]),
     };
   } finally {
+    benchClosing = true;
     for (const ws of sockets) ws?.terminate();
     await cluster.close();
   }

@@ -64,15 +64,21 @@ describe('Coalescer', () => {
 });
 
 describe('Coalescer with gather (embedded PGlite)', () => {
-  it('starts a batch on the next event-loop turn with every load of the current turn', async () => {
+  it('starts a batch once a whole event-loop turn brought no new load, with every load until then', async () => {
     const { batches, run } = gatedRun();
     const coalescer = new Coalescer(run, 1, 10, true);
-    const values = [1, 2, 3].map((key) => coalescer.load(key));
+    const values = [1, 2].map((key) => coalescer.load(key));
+    expect(batches).toEqual([]);
+    await flush();
+    // A load on the next turn (the next accepted connection's request) joins the same batch.
+    values.push(coalescer.load(3));
+    await flush();
     expect(batches).toEqual([]);
     await flush();
     expect(batches.map((b) => b.keys)).toEqual([[1, 2, 3]]);
     const later = coalescer.load(4);
     batches[0].release();
+    await flush();
     await flush();
     expect(batches.map((b) => b.keys)).toEqual([[1, 2, 3], [4]]);
     batches[1].release();
