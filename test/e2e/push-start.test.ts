@@ -1,9 +1,10 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { TcpProxy } from '../../chaos/src/proxy';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
 import { testDatabaseUrl, testRedisUrl } from '../support/services';
-import { connect, sleep, type Listener } from '../support/ws';
+import { connect, type Listener } from '../support/ws';
 import { envelopeTo, freePort, RoostProcess } from './cluster';
 
 /**
