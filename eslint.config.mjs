@@ -5,9 +5,20 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['dist/**', 'node_modules/**', '.tools/**', 'coverage/**', 'artifacts/**', '**/*.js', '**/*.mjs', '**/*.cjs', '**/*.mts',
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      '.tools/**',
+      'coverage/**',
+      'artifacts/**',
+      '**/*.js',
+      '**/*.mjs',
+      '**/*.cjs',
+      '**/*.mts',
       // Generated (checked fresh by their own tests).
-      'libs/schemas/src/wire.generated.ts', 'test/medium/openapi/roost-api.d.ts'],
+      'libs/schemas/src/wire.generated.ts',
+      'test/medium/openapi/roost-api.d.ts',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
@@ -19,8 +30,14 @@ export default tseslint.config(
       '@typescript-eslint/require-await': 'off',
       // A callback declared before the value it closes over is assigned (a timer, an unsubscribe).
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
-      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
+      '@typescript-eslint/consistent-type-imports': [
+        'error',
+        { fixStyle: 'inline-type-imports', disallowTypeAnnotations: false },
+      ],
     },
   },
   {

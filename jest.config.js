@@ -19,7 +19,11 @@ const base = { transform: { '^.+\\.ts$': swc }, moduleNameMapper, testEnvironmen
 
 module.exports = {
   projects: [
-    { ...base, displayName: 'small', testMatch: ['<rootDir>/{apps,libs,chaos}/**/*.spec.ts', '<rootDir>/test/architecture/*.spec.ts'] },
+    {
+      ...base,
+      displayName: 'small',
+      testMatch: ['<rootDir>/{apps,libs,chaos}/**/*.spec.ts', '<rootDir>/test/architecture/*.spec.ts'],
+    },
     {
       ...base,
       displayName: 'medium',

@@ -37,7 +37,9 @@ async function ceiling(url: string, durationMs: number) {
   const pool = new pg.Pool({ connectionString: url, max: SENDERS });
   pool.on('error', () => undefined);
   await pool.query('CREATE TABLE bench_envelopes (id text PRIMARY KEY, body text NOT NULL)');
-  await pool.query('CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))');
+  await pool.query(
+    'CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))',
+  );
   const body = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
   const result = await loadLoop(SENDERS, durationMs, async () => {
     const client = await pool.connect();
@@ -72,7 +74,9 @@ export async function pgliteCeiling(durationMs: number, perTransaction: readonly
   try {
     await db.waitReady;
     await db.exec('CREATE TABLE bench_envelopes (id text PRIMARY KEY, body text NOT NULL)');
-    await db.exec('CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))');
+    await db.exec(
+      'CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))',
+    );
     const body = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
     const rates: number[] = [];
     for (const size of perTransaction) {
@@ -109,13 +113,20 @@ type Sender = (token: string, body: string) => Promise<number>;
 function senders(client: SenderClient, nodes: readonly OperatorProcess[]): { send: Sender[]; close(): void } {
   if (client === 'node-http') {
     return {
-      send: Array.from({ length: SENDERS }, (_, i) => async (token: string, body: string) => (await request(nodes[i % nodes.length].url, 'POST', '/messages', token, body)).status),
+      send: Array.from(
+        { length: SENDERS },
+        (_, i) => async (token: string, body: string) =>
+          (await request(nodes[i % nodes.length].url, 'POST', '/messages', token, body)).status,
+      ),
       close: () => undefined,
     };
   }
   const connections = Array.from({ length: SENDERS }, (_, i) => new HttpConnection(nodes[i % nodes.length].url));
   return {
-    send: connections.map((connection) => async (token: string, body: string) => (await connection.request('POST', '/messages', token, body)).status),
+    send: connections.map(
+      (connection) => async (token: string, body: string) =>
+        (await connection.request('POST', '/messages', token, body)).status,
+    ),
     close: () => connections.forEach((connection) => connection.close()),
   };
 }
@@ -147,23 +158,52 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     ? { DATABASE_URL: database.url }
     : { DATABASE_URL: '', REDIS_URL: '', ROOST_DATA_DIR: dataDir! };
   const op = await startOperatorProcess({ ...baseEnv, ...extraEnv });
-  const nodes = [op, ...(await Promise.all(Array.from({ length: apis - 1 }, () => startOperatorProcess({ ...baseEnv, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }))))];
+  const nodes = [
+    op,
+    ...(await Promise.all(
+      Array.from({ length: apis - 1 }, () =>
+        startOperatorProcess({ ...baseEnv, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }),
+      ),
+    )),
+  ];
   const clients = senders(client, nodes);
   try {
     await createAgent(op, '@bench.inbox');
     const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
     const envelopeBody = (id: string) =>
-      JSON.stringify({ id, to: ['@bench.inbox'], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text: TEXT }] });
+      JSON.stringify({
+        id,
+        to: ['@bench.inbox'],
+        date_ms: Date.now(),
+        subject: `bench ${randomBytes(3).toString('hex')}`,
+        content_parts: [{ type: 'text', text: TEXT }],
+      });
     const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(ulid()))) === 202;
-    const before = await Promise.all(nodes.map((n) => request(n.url, 'GET', '/metrics', undefined).then((r) => r.text).catch(() => '')));
+    const before = await Promise.all(
+      nodes.map((n) =>
+        request(n.url, 'GET', '/metrics', undefined)
+          .then((r) => r.text)
+          .catch(() => ''),
+      ),
+    );
     const cpuBefore = await Promise.all(nodes.map((n) => n.cpuMs()));
     const benchBefore = process.cpuUsage();
     const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
     const benchInRun = process.cpuUsage(benchBefore);
-    const cpuInRunMs = (await Promise.all(nodes.map((n) => n.cpuMs()))).reduce((sum, ms, i) => sum + ms - cpuBefore[i], 0);
-    const after = await Promise.all(nodes.map((n) => request(n.url, 'GET', '/metrics', undefined).then((r) => r.text).catch(() => '')));
+    const cpuInRunMs = (await Promise.all(nodes.map((n) => n.cpuMs()))).reduce(
+      (sum, ms, i) => sum + ms - cpuBefore[i],
+      0,
+    );
+    const after = await Promise.all(
+      nodes.map((n) =>
+        request(n.url, 'GET', '/metrics', undefined)
+          .then((r) => r.text)
+          .catch(() => ''),
+      ),
+    );
     // Whole run, every process: database statements and (embedded) WAL fsyncs per accepted envelope.
-    const delta = (name: string) => nodes.reduce((sum, _, i) => sum + counter(after[i], name) - counter(before[i], name), 0);
+    const delta = (name: string) =>
+      nodes.reduce((sum, _, i) => sum + counter(after[i], name) - counter(before[i], name), 0);
     const accepted = delta('roost_accept_batch_envelopes_sum');
     const perEnvelope = (name: string) => (accepted > 0 ? round(delta(name) / accepted, 3) : null);
     const roost = summary(samples.after(FIRST_SECONDS * 1000));
@@ -172,7 +212,10 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     const result: Record<string, unknown> = {
       scenario: options.label ?? `accept-${mode}`,
       load_1m_before: loadBefore,
-      mode: mode === 'embedded' ? 'embedded PGlite, ROOST_ROLE=all' : `ROOST_ROLE=all on Postgres${process.env.REDIS_URL ? ' + Redis' : ''}`,
+      mode:
+        mode === 'embedded'
+          ? 'embedded PGlite, ROOST_ROLE=all'
+          : `ROOST_ROLE=all on Postgres${process.env.REDIS_URL ? ' + Redis' : ''}`,
       client,
       api_processes: nodes.length,
       senders: SENDERS,
@@ -190,18 +233,44 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       bench_cpu_s: round(process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, 1),
       // CPU per accepted envelope over the whole load (first seconds included): far less sensitive to
       // the machine's load than the rates, so comparable between runs on a busy machine.
-      operator_cpu_ms_per_envelope: samples.latencies.length > 0 ? round(cpuInRunMs / samples.latencies.length, 3) : null,
-      bench_cpu_ms_per_envelope: samples.latencies.length > 0 ? round((benchInRun.user + benchInRun.system) / 1000 / samples.latencies.length, 3) : null,
+      operator_cpu_ms_per_envelope:
+        samples.latencies.length > 0 ? round(cpuInRunMs / samples.latencies.length, 3) : null,
+      bench_cpu_ms_per_envelope:
+        samples.latencies.length > 0
+          ? round((benchInRun.user + benchInRun.system) / 1000 / samples.latencies.length, 3)
+          : null,
     };
     if (database) {
       const raw = await ceiling(database.url, seconds * 1000);
-      Object.assign(result, { ceiling: 'node pg, 32 clients, 1 envelope + 1 mailbox row per transaction', ceiling_per_s: raw.per_s, ceiling_p50_ms: raw.p50_ms, ceiling_p99_ms: raw.p99_ms, ratio: round(roost.per_s / raw.per_s, 3) });
+      Object.assign(result, {
+        ceiling: 'node pg, 32 clients, 1 envelope + 1 mailbox row per transaction',
+        ceiling_per_s: raw.per_s,
+        ceiling_p50_ms: raw.p50_ms,
+        ceiling_p99_ms: raw.p99_ms,
+        ratio: round(roost.per_s / raw.per_s, 3),
+      });
       // The same two rows from pgbench (C, prepared statements), same concurrency and duration.
-      const pgb = await pgbenchCeiling(database.url, SENDERS, seconds, JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] }));
-      Object.assign(result, { pgbench_tps: pgb.tps, pgbench_latency_avg_ms: pgb.latency_avg_ms, pgbench_failed: pgb.failed, pgbench_cpu_s: pgb.cpu_s, ratio_to_pgbench: round(roost.per_s / pgb.tps, 3) });
+      const pgb = await pgbenchCeiling(
+        database.url,
+        SENDERS,
+        seconds,
+        JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] }),
+      );
+      Object.assign(result, {
+        pgbench_tps: pgb.tps,
+        pgbench_latency_avg_ms: pgb.latency_avg_ms,
+        pgbench_failed: pgb.failed,
+        pgbench_cpu_s: pgb.cpu_s,
+        ratio_to_pgbench: round(roost.per_s / pgb.tps, 3),
+      });
     } else {
       const [one, batched] = await pgliteCeiling(Math.min(seconds, 10) * 1000, [1, 64]);
-      Object.assign(result, { ceiling: 'bare PGlite on disk, fsync on as in Roost, 1 envelope + 1 mailbox row each', pglite_1_per_tx_per_s: one, pglite_64_per_tx_per_s: batched, ratio_to_64_per_tx: round(roost.per_s / batched, 3) });
+      Object.assign(result, {
+        ceiling: 'bare PGlite on disk, fsync on as in Roost, 1 envelope + 1 mailbox row each',
+        pglite_1_per_tx_per_s: one,
+        pglite_64_per_tx_per_s: batched,
+        ratio_to_64_per_tx: round(roost.per_s / batched, 3),
+      });
     }
     result.load_1m_after = round(loadavg()[0]);
     return result;

@@ -3,7 +3,13 @@ import { headerJsonOf, storedEnvelopeOf, ulid } from '#domain';
 import { createAgent, percentile, request, round, scratchDatabase, startOperatorProcess } from './support';
 
 /** Fill a mailbox through SQL (seeding 100k envelopes through the API would dominate the run). */
-async function seedMailbox(pool: pg.Pool, senderHandle: string, recipientHandle: string, count: number, readEvery: number) {
+async function seedMailbox(
+  pool: pg.Pool,
+  senderHandle: string,
+  recipientHandle: string,
+  count: number,
+  readEvery: number,
+) {
   const ids = await pool.query<{ id: number; handle: string }>('SELECT id, handle FROM agents WHERE handle = ANY($1)', [
     [senderHandle, recipientHandle],
   ]);
@@ -15,23 +21,52 @@ async function seedMailbox(pool: pg.Pool, senderHandle: string, recipientHandle:
     const rows = Array.from({ length: Math.min(chunk, count - start) }, (_, i) => {
       const n = start + i;
       const createdAt = base + n;
-      const posted = { id: ulid(createdAt), to: [recipientHandle], date_ms: createdAt, subject: `seed ${n}`, content_parts: [{ type: 'text' as const, text: `seeded envelope ${n}` }] };
+      const posted = {
+        id: ulid(createdAt),
+        to: [recipientHandle],
+        date_ms: createdAt,
+        subject: `seed ${n}`,
+        content_parts: [{ type: 'text' as const, text: `seeded envelope ${n}` }],
+      };
       const stored = storedEnvelopeOf(posted, senderHandle, posted.content_parts);
-      return { n, createdAt, id: posted.id, body: JSON.stringify(stored), header: headerJsonOf(stored, { type_hint: 'text', size_hint: 10, created_at: createdAt }) };
+      return {
+        n,
+        createdAt,
+        id: posted.id,
+        body: JSON.stringify(stored),
+        header: headerJsonOf(stored, { type_hint: 'text', size_hint: 10, created_at: createdAt }),
+      };
     });
     await pool.query(
       `INSERT INTO envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search)
        SELECT id, $1, created_at, created_at, body, header, ARRAY[$2]::text[], false, ''::tsvector
        FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[]) AS t(id, created_at, body, header)`,
-      [senderId, recipientHandle, rows.map((r) => r.id), rows.map((r) => r.createdAt), rows.map((r) => r.body), rows.map((r) => r.header)],
+      [
+        senderId,
+        recipientHandle,
+        rows.map((r) => r.id),
+        rows.map((r) => r.createdAt),
+        rows.map((r) => r.body),
+        rows.map((r) => r.header),
+      ],
     );
     await pool.query(
       `INSERT INTO mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind, read)
        SELECT $1, seq, id, created_at, 'to', read FROM unnest($2::bigint[], $3::text[], $4::bigint[], $5::boolean[]) AS t(seq, id, created_at, read)`,
-      [mailboxId, rows.map((r) => r.n + 1), rows.map((r) => r.id), rows.map((r) => r.createdAt), rows.map((r) => readEvery > 0 && r.n % readEvery !== 0)],
+      [
+        mailboxId,
+        rows.map((r) => r.n + 1),
+        rows.map((r) => r.id),
+        rows.map((r) => r.createdAt),
+        rows.map((r) => readEvery > 0 && r.n % readEvery !== 0),
+      ],
     );
   }
-  await pool.query('UPDATE mailboxes SET last_seq = $2, last_created_at = $3 WHERE agent_id = $1', [mailboxId, count, base + count]);
+  await pool.query('UPDATE mailboxes SET last_seq = $2, last_created_at = $3 WHERE agent_id = $1', [
+    mailboxId,
+    count,
+    base + count,
+  ]);
   await pool.query('ANALYZE envelopes; ANALYZE mailbox_entries');
   return mailboxId;
 }
@@ -102,7 +137,9 @@ export async function catchupScenario(): Promise<Array<Record<string, unknown>>>
       let cursor: { created_at: number; envelope_id: string } | null = null;
       seen = 0;
       do {
-        const query: string = cursor ? `&after_created_at=${cursor.created_at}&after_envelope_id=${cursor.envelope_id}` : '';
+        const query: string = cursor
+          ? `&after_created_at=${cursor.created_at}&after_envelope_id=${cursor.envelope_id}`
+          : '';
         const page = JSON.parse((await request(op.url, 'GET', `/mailbox?limit=1000${query}`, small)).text) as {
           envelope_headers: unknown[];
           next_cursor: { created_at: number; envelope_id: string } | null;

@@ -17,7 +17,11 @@ const CLI = join(__dirname, '..', 'apps', 'cli', 'src', 'main.js');
 const RUNS = 30;
 const WARMUP = 3;
 
-function run(args: string[], env: Record<string, string>, cwd: string): Promise<{ ms: number; code: number | null; out: string }> {
+function run(
+  args: string[],
+  env: Record<string, string>,
+  cwd: string,
+): Promise<{ ms: number; code: number | null; out: string }> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(process.execPath, args, { env, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -45,24 +49,35 @@ async function measureAll(cases: Case[], env: Record<string, string>): Promise<R
   for (let i = 0; i < WARMUP + RUNS; i++) {
     for (const c of cases) {
       const result = await run(c.args, env, c.cwd);
-      if (result.code !== 0 || (c.check && !c.check(result.out))) throw new Error(`${c.args.join(' ')} failed (${result.code}): ${result.out}`);
+      if (result.code !== 0 || (c.check && !c.check(result.out)))
+        throw new Error(`${c.args.join(' ')} failed (${result.code}): ${result.out}`);
       if (i >= WARMUP) times.get(c.name)!.push(result.ms);
     }
   }
   const out: Record<string, Record<string, number>> = {};
   for (const [name, list] of times) {
     list.sort((a, b) => a - b);
-    out[name] = { median_ms: round(percentile(list, 50), 1), p95_ms: round(percentile(list, 95), 1), min_ms: round(list[0], 1), runs: RUNS };
+    out[name] = {
+      median_ms: round(percentile(list, 50), 1),
+      p95_ms: round(percentile(list, 95), 1),
+      min_ms: round(list[0], 1),
+      runs: RUNS,
+    };
   }
   const base = out.node_baseline.median_ms;
-  for (const [name, figures] of Object.entries(out)) if (name !== 'node_baseline') figures.over_baseline_ms = round(figures.median_ms - base, 1);
+  for (const [name, figures] of Object.entries(out))
+    if (name !== 'node_baseline') figures.over_baseline_ms = round(figures.median_ms - base, 1);
   return out;
 }
 
 export async function cliScenario(): Promise<Record<string, unknown>> {
   const scratch = mkdtempSync(join(tmpdir(), 'roost-bench-cli-'));
   const database = process.env.DATABASE_URL ? await scratchDatabase('bench_cli') : undefined;
-  const op = await startOperatorProcess(database ? { DATABASE_URL: database.url } : { ROOST_DATA_DIR: join(scratch, 'data'), DATABASE_URL: '', REDIS_URL: '' });
+  const op = await startOperatorProcess(
+    database
+      ? { DATABASE_URL: database.url }
+      : { ROOST_DATA_DIR: join(scratch, 'data'), DATABASE_URL: '', REDIS_URL: '' },
+  );
   try {
     const alice = await createAgent(op, '@bench.alice');
     const bob = await createAgent(op, '@bench.bob');
@@ -76,10 +91,15 @@ export async function cliScenario(): Promise<Record<string, unknown>> {
       XDG_STATE_HOME: join(scratch, 'state'),
     };
     mkdirSync(join(scratch, 'config', 'roost'), { recursive: true });
-    writeFileSync(join(scratch, 'config', 'roost', 'config.json'), JSON.stringify({ default_profile: 'bench', profiles: { bench: { url: op.url } } }));
+    writeFileSync(
+      join(scratch, 'config', 'roost', 'config.json'),
+      JSON.stringify({ default_profile: 'bench', profiles: { bench: { url: op.url } } }),
+    );
     writeFileSync(
       join(scratch, 'config', 'roost', 'credentials.json'),
-      JSON.stringify({ profiles: { bench: { agents: { '@bench.alice': alice, '@bench.bob': bob, '@bench.carol': carol } } } }),
+      JSON.stringify({
+        profiles: { bench: { agents: { '@bench.alice': alice, '@bench.bob': bob, '@bench.carol': carol } } },
+      }),
       { mode: 0o600 },
     );
     const plain = join(scratch, 'plain');
@@ -97,10 +117,24 @@ export async function cliScenario(): Promise<Record<string, unknown>> {
     const figures = await measureAll(
       [
         { name: 'node_baseline', args: ['-e', '0'], cwd: plain },
-        { name: 'send', args: [CLI, '--as', '@bench.alice', 'send', '@bench.carol', '-t', 'bench', '-s', 'bench'], cwd: plain, check: (out) => out.startsWith('sent ') },
+        {
+          name: 'send',
+          args: [CLI, '--as', '@bench.alice', 'send', '@bench.carol', '-t', 'bench', '-s', 'bench'],
+          cwd: plain,
+          check: (out) => out.startsWith('sent '),
+        },
         { name: 'hook_nothing_new', args: [CLI, 'hook', '--event', 'PostToolUse'], cwd: worktree },
-        { name: 'hook_nothing_new_without_mailbox', args: [CLI, 'hook', '--as', '@bench.bob', '--event', 'PostToolUse'], cwd: plain },
-        { name: 'send_bundle', args: [bundle.main, '--as', '@bench.alice', 'send', '@bench.carol', '-t', 'bench', '-s', 'bench'], cwd: plain, check: (out) => out.startsWith('sent ') },
+        {
+          name: 'hook_nothing_new_without_mailbox',
+          args: [CLI, 'hook', '--as', '@bench.bob', '--event', 'PostToolUse'],
+          cwd: plain,
+        },
+        {
+          name: 'send_bundle',
+          args: [bundle.main, '--as', '@bench.alice', 'send', '@bench.carol', '-t', 'bench', '-s', 'bench'],
+          cwd: plain,
+          check: (out) => out.startsWith('sent '),
+        },
         { name: 'hook_nothing_new_bundle', args: [bundle.main, 'hook', '--event', 'PostToolUse'], cwd: worktree },
       ],
       env,

@@ -70,15 +70,30 @@ export class RoostNode {
     const nodeArgs = profileArgs(`${this.role}-${this.port}`);
     // Through the bash wrapper a profiled process once wrote no profile at all (Node 20, cause not
     // found): profiled processes start directly and inherit the bench's own limit instead.
-    const command = nodeArgs.length > 0 ? [process.execPath, ...nodeArgs, MAIN] : ['/bin/bash', '-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, MAIN];
+    const command =
+      nodeArgs.length > 0
+        ? [process.execPath, ...nodeArgs, MAIN]
+        : ['/bin/bash', '-c', 'ulimit -n "$(ulimit -Hn)"; exec "$0" "$@"', process.execPath, MAIN];
     const child = spawn(command[0], command.slice(1), {
-      env: { ...process.env, ROOST_METRICS_PORT: '0', ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
+      env: {
+        ...process.env,
+        ROOST_METRICS_PORT: '0',
+        ...this.env,
+        ROOST_ROLE: this.role,
+        PORT: String(this.port),
+        ROOST_HOST: '127.0.0.1',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
     const keep = (chunk: Buffer) => {
-      this.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
+      this.output.push(
+        ...chunk
+          .toString()
+          .split('\n')
+          .filter((line) => line !== ''),
+      );
       if (this.output.length > 40) this.output.splice(0, this.output.length - 40);
     };
     child.stdout.on('data', keep);
@@ -164,7 +179,9 @@ export class BenchCluster {
       // second copy booted beside it (its CPU in the first seconds of every push-all run), failed
       // to listen and became the pid that CPU, RSS and profiles were read from.
       await apis[0]?.start();
-      await Promise.all([...new Set([...apis.slice(1), ...gateways])].filter((node) => node !== apis[0]).map((node) => node.start()));
+      await Promise.all(
+        [...new Set([...apis.slice(1), ...gateways])].filter((node) => node !== apis[0]).map((node) => node.start()),
+      );
     } catch (error) {
       await cluster.close();
       throw error;
@@ -176,9 +193,19 @@ export class BenchCluster {
   private static async startEmbedded(options: BenchClusterOptions): Promise<BenchCluster> {
     const dataDir = mkdtempSync(join(tmpdir(), 'roost-bench-embedded-'));
     const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
-    const env = { DATABASE_URL: '', REDIS_URL: '', ROOST_DATA_DIR: dataDir, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'warn', ROOST_RATE_LIMIT_PER_S: '0', ...options.env };
+    const env = {
+      DATABASE_URL: '',
+      REDIS_URL: '',
+      ROOST_DATA_DIR: dataDir,
+      ROOST_ADMIN_TOKEN: adminToken,
+      ROOST_LOG_LEVEL: 'warn',
+      ROOST_RATE_LIMIT_PER_S: '0',
+      ...options.env,
+    };
     const node = new RoostNode('all', await freePort(), env);
-    const cluster = new BenchCluster([node], [node], adminToken, '', '', '', async () => rmSync(dataDir, { recursive: true, force: true }));
+    const cluster = new BenchCluster([node], [node], adminToken, '', '', '', async () =>
+      rmSync(dataDir, { recursive: true, force: true }),
+    );
     try {
       await node.start(120_000);
     } catch (error) {
@@ -200,7 +227,13 @@ export class BenchCluster {
       while (next < handles.length) {
         const i = next++;
         const api = this.apis[i % this.apis.length];
-        const reply = await request(api.url, 'POST', '/_admin/agents', this.adminToken, JSON.stringify({ handle: handles[i], policy: 'open' }));
+        const reply = await request(
+          api.url,
+          'POST',
+          '/_admin/agents',
+          this.adminToken,
+          JSON.stringify({ handle: handles[i], policy: 'open' }),
+        );
         if (reply.status !== 201) throw new Error(`create ${handles[i]}: ${reply.status} ${reply.text}`);
         tokens[i] = (JSON.parse(reply.text) as { token: string }).token;
       }
@@ -218,7 +251,9 @@ export class BenchCluster {
 
   async close(): Promise<void> {
     await Promise.all(this.nodes.map((node) => node.stop()));
-    await this.dropDatabase().catch((error: unknown) => process.stderr.write(`bench: dropping the database failed: ${String(error)}\n`));
+    await this.dropDatabase().catch((error: unknown) =>
+      process.stderr.write(`bench: dropping the database failed: ${String(error)}\n`),
+    );
     if (this.redisUrl === '') return;
     const redis = new Redis(this.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
     redis.on('error', () => undefined);
@@ -245,7 +280,11 @@ export const connectUrl = (node: RoostNode) => `ws://127.0.0.1:${node.port}/conn
  */
 export function openSocket(url: string, token: string, onMessage?: (data: Buffer) => void): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${token}` }, perMessageDeflate: false, skipUTF8Validation: true });
+    const ws = new WebSocket(url, {
+      headers: { authorization: `Bearer ${token}` },
+      perMessageDeflate: false,
+      skipUTF8Validation: true,
+    });
     if (onMessage) ws.on('message', (data: Buffer) => onMessage(data));
     const fail = (error: Error) => {
       ws.removeListener('open', ok);
@@ -290,7 +329,11 @@ const NOTIFY_PREFIX = Buffer.from('{"op":"envelope.notify","id":"');
 
 /** The envelope id of an `envelope.notify` frame, else undefined (cheap: no JSON parse). */
 export function notifyId(data: Buffer): string | undefined {
-  if (data.length < NOTIFY_PREFIX.length + 26 || data.compare(NOTIFY_PREFIX, 0, NOTIFY_PREFIX.length, 0, NOTIFY_PREFIX.length) !== 0) return undefined;
+  if (
+    data.length < NOTIFY_PREFIX.length + 26 ||
+    data.compare(NOTIFY_PREFIX, 0, NOTIFY_PREFIX.length, 0, NOTIFY_PREFIX.length) !== 0
+  )
+    return undefined;
   return data.toString('latin1', NOTIFY_PREFIX.length, NOTIFY_PREFIX.length + 26);
 }
 
@@ -303,9 +346,34 @@ export function cpuSeconds(pid: number): number {
 }
 
 /** Machine-wide CPU time counters (all cores), in clock ticks, by /proc/stat column. */
-export function machineCpu(): { user: number; nice: number; system: number; idle: number; iowait: number; irq: number; softirq: number; steal: number; total: number } {
-  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
-  return { user, nice, system, idle, iowait, irq, softirq, steal, total: user + nice + system + idle + iowait + irq + softirq + steal };
+export function machineCpu(): {
+  user: number;
+  nice: number;
+  system: number;
+  idle: number;
+  iowait: number;
+  irq: number;
+  softirq: number;
+  steal: number;
+  total: number;
+} {
+  const [user, nice, system, idle, iowait, irq, softirq, steal] = readFileSync('/proc/stat', 'utf8')
+    .split('\n')[0]
+    .trim()
+    .split(/\s+/)
+    .slice(1, 9)
+    .map(Number);
+  return {
+    user,
+    nice,
+    system,
+    idle,
+    iowait,
+    irq,
+    softirq,
+    steal,
+    total: user + nice + system + idle + iowait + irq + softirq + steal,
+  };
 }
 
 /** CPU ticks of every process on the machine, by pid, with its command name. */
@@ -362,7 +430,8 @@ export function cpuWindow(named: Record<string, number>) {
       const listed = Object.values(out).reduce((sum, value) => sum + value, 0);
       // Kernel work outside any process (softirq), and processes that exited during the window.
       out.other = Math.max(0, pct(busyTicks) - listed);
-      const share = (key: 'user' | 'system' | 'softirq' | 'steal' | 'iowait') => Math.round(((now[key] - machine[key]) / total) * 100);
+      const share = (key: 'user' | 'system' | 'softirq' | 'steal' | 'iowait') =>
+        Math.round(((now[key] - machine[key]) / total) * 100);
       out.machine_busy_pct = Math.round((1 - (now.idle - machine.idle + now.iowait - machine.iowait) / total) * 100);
       out.machine_user_pct = share('user') + Math.round(((now.nice - machine.nice) / total) * 100);
       out.machine_system_pct = share('system');

@@ -101,7 +101,9 @@ class IdleClient {
 export async function connectionsScenario(): Promise<Record<string, unknown>> {
   const limit = openFileLimit();
   if (limit < SOCKETS + 1_000) {
-    throw new Error(`the bench needs ${SOCKETS + 1_000} file descriptors (ulimit -n is ${limit}): raise it, e.g. ulimit -n 20000`);
+    throw new Error(
+      `the bench needs ${SOCKETS + 1_000} file descriptors (ulimit -n is ${limit}): raise it, e.g. ulimit -n 20000`,
+    );
   }
   const load_before = round(loadavg()[0]);
   // Pings would be answered by the clients anyway; the sweep runs at its default interval.

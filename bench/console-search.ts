@@ -4,7 +4,18 @@ import { percentile, request, round, scratchDatabase, startOperatorProcess } fro
 const AGENTS = 10_000;
 const ORGS = 10;
 const ROUTE = '/_admin/agents';
-const WORDS = ['billing', 'support', 'research', 'triage', 'planner', 'scribe', 'courier', 'auditor', 'builder', 'watcher'];
+const WORDS = [
+  'billing',
+  'support',
+  'research',
+  'triage',
+  'planner',
+  'scribe',
+  'courier',
+  'auditor',
+  'builder',
+  'watcher',
+];
 
 /**
  * 10,000 agents in 10 organizations, seeded through SQL (10,000 creates through the API would
@@ -31,7 +42,9 @@ async function seedAgents(pool: pg.Pool): Promise<void> {
 /** Server-side duration of the last request: the delta of the route's duration histogram sum. */
 async function serverSeconds(url: string): Promise<number> {
   const text = (await request(url, 'GET', '/metrics', undefined)).text;
-  const line = text.split('\n').find((l) => l.startsWith(`roost_http_request_duration_seconds_sum{route="${ROUTE}",method="GET"}`));
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith(`roost_http_request_duration_seconds_sum{route="${ROUTE}",method="GET"}`));
   return line ? Number(line.slice(line.lastIndexOf(' ') + 1)) : 0;
 }
 
@@ -80,7 +93,17 @@ export async function consoleSearchScenario(): Promise<Record<string, unknown>> 
     }
     server.sort((a, b) => a - b);
     roundTrip.sort((a, b) => a - b);
-    const perQuery = Object.fromEntries(Object.entries(byQuery).map(([name, values]) => [name, round(percentile(values.sort((a, b) => a - b), 50))]));
+    const perQuery = Object.fromEntries(
+      Object.entries(byQuery).map(([name, values]) => [
+        name,
+        round(
+          percentile(
+            values.sort((a, b) => a - b),
+            50,
+          ),
+        ),
+      ]),
+    );
     return {
       scenario: 'console-search',
       agents: AGENTS,

@@ -37,12 +37,14 @@ export async function consoleScenario(): Promise<Record<string, unknown>> {
   try {
     const base = `${op.url}/console/`;
     const index = await new Promise<string>((resolve, reject) =>
-      http.get(base, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (text += chunk));
-        res.on('end', () => resolve(text));
-      }).on('error', reject),
+      http
+        .get(base, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve(text));
+        })
+        .on('error', reject),
     );
     const assets = [...index.matchAll(/(?:src|href)="\.\/([^"]+)"/g)].map((match) => match[1]);
     let gzipBytes = (await gzippedSize(base)).bytes;
@@ -55,7 +57,15 @@ export async function consoleScenario(): Promise<Record<string, unknown>> {
     const context = await chromium.launchPersistentContext(profile, {
       executablePath: process.env.ROOST_CHROMIUM ?? '/usr/bin/chromium',
       headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     const signIn: number[] = [];
     const overview: number[] = [];
@@ -72,7 +82,8 @@ export async function consoleScenario(): Promise<Record<string, unknown>> {
           // Cold: no HTTP cache between runs.
           const cdp = await context.newCDPSession(page);
           await cdp.send('Network.setCacheDisabled', { cacheDisabled: true });
-          if (signedIn) await page.addInitScript(`sessionStorage.setItem('roost.console.token', ${JSON.stringify(op.adminToken)})`);
+          if (signedIn)
+            await page.addInitScript(`sessionStorage.setItem('roost.console.token', ${JSON.stringify(op.adminToken)})`);
           await page.goto(base, { waitUntil: 'commit' });
           // Interactive: the page's first control is rendered and enabled (page clock since navigation start).
           const selector = signedIn ? '#deps' : 'input[name="token"]:not([disabled])';

@@ -95,7 +95,14 @@ async function gatewayOnly(
           const mailbox = byHandle.get(handle)!;
           return { mailbox_id: mailbox.id, seq: ++mailbox.seq, envelope_id: id, created_at: now, header };
         });
-        const entry: Sent = { t0: performance.now(), frames: 0, measured: false, acceptedAt: NaN, lastFrameAt: NaN, direct: latencies };
+        const entry: Sent = {
+          t0: performance.now(),
+          frames: 0,
+          measured: false,
+          acceptedAt: NaN,
+          lastFrameAt: NaN,
+          direct: latencies,
+        };
         sent.set(id, entry);
         const arrived = new Promise<void>((resolve) => waiting.set(id, resolve));
         entry.onFrame = () => {
@@ -202,7 +209,10 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
         const t0 = performance.now();
         const entry: Sent = { t0, frames: 0, measured, group, acceptedAt: NaN, lastFrameAt: NaN };
         sent.set(id, entry);
-        const reply = await request(api.url, 'POST', '/messages', senderTokens[worker % SENDERS], body).catch(() => ({ status: 0, text: '' }));
+        const reply = await request(api.url, 'POST', '/messages', senderTokens[worker % SENDERS], body).catch(() => ({
+          status: 0,
+          text: '',
+        }));
         if (reply.status === 202) {
           entry.acceptedAt = performance.now();
           if (measured) {
@@ -287,7 +297,8 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     const framesPerS = round(framesInWindow / windowS, 0);
     return {
       scenario: mode === 'all' ? 'fanout-all' : 'fanout',
-      processes: mode === 'all' ? 'one ROOST_ROLE=all process on Postgres + Redis' : `${apis} api + ${gateways} gateway`,
+      processes:
+        mode === 'all' ? 'one ROOST_ROLE=all process on Postgres + Redis' : `${apis} api + ${gateways} gateway`,
       client: 'node-http (keep-alive http.Agent)',
       bench_cpu_s_in_window: round((benchCpu.user + benchCpu.system) / 1e6, 1),
       agents: AGENTS,

@@ -3,7 +3,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { scanContent, ulid } from '#domain';
 import { ALL_CASES, CORPUS, corpusReport, DETECTOR_CODES } from './data/guard-corpus';
-import { createAgent, loadLoop, request, round, scratchDatabase, startOperatorProcess, summary, type OperatorProcess } from './support';
+import {
+  createAgent,
+  loadLoop,
+  request,
+  round,
+  scratchDatabase,
+  startOperatorProcess,
+  summary,
+  type OperatorProcess,
+} from './support';
 
 /**
  * The content guard's price (EXTENSIONS.md §4, issue 5 benchmark): accept throughput and latency
@@ -18,7 +27,8 @@ const LARGE_BYTES = 16 * 1024;
 /** Alternating warn/off slices cancel drift (table growth, JIT, autovacuum) between the two. */
 const SLICES_PER_SIDE = 5;
 
-const clean = (text: string) => scanContent({ parts: [{ type: 'text', text }] }, { largeBytes: Number.MAX_SAFE_INTEGER }).length === 0;
+const clean = (text: string) =>
+  scanContent({ parts: [{ type: 'text', text }] }, { largeBytes: Number.MAX_SAFE_INTEGER }).length === 0;
 
 /**
  * Text whose JSON string is about `bytes` UTF-8 bytes, made of `lines` in order (repeated as
@@ -48,7 +58,10 @@ function textOf(lines: readonly string[], bytes: number): string {
  */
 function contentLines(): Record<'docs' | 'near_miss', string[]> {
   const root = join(__dirname, '..', '..');
-  const file = (path: string) => readFileSync(join(root, path), 'utf8').split('\n').filter((line) => line.trim() !== '');
+  const file = (path: string) =>
+    readFileSync(join(root, path), 'utf8')
+      .split('\n')
+      .filter((line) => line.trim() !== '');
   return {
     docs: [...file('README.md'), ...file('libs/core/src/accept.service.ts')],
     near_miss: ALL_CASES.filter((entry) => entry.codes.length === 0).map((entry) => entry.text),
@@ -71,9 +84,21 @@ interface Side {
 }
 
 /** warn and off in alternating slices over `seconds` each, `concurrency` senders at a time; figures per side. */
-async function compare(op: OperatorProcess, tokens: { warn: string[]; off: string[] }, text: string, seconds: number, concurrency: number) {
+async function compare(
+  op: OperatorProcess,
+  tokens: { warn: string[]; off: string[] },
+  text: string,
+  seconds: number,
+  concurrency: number,
+) {
   const body = (id: string) =>
-    JSON.stringify({ id, to: ['@bench.inbox'], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text }] });
+    JSON.stringify({
+      id,
+      to: ['@bench.inbox'],
+      date_ms: Date.now(),
+      subject: `bench ${randomBytes(3).toString('hex')}`,
+      content_parts: [{ type: 'text', text }],
+    });
   const send = (side: 'warn' | 'off') => async (worker: number) => {
     const reply = await request(op.url, 'POST', '/messages', tokens[side][worker], body(ulid()));
     // A finding would change what is measured: the warn side must come back clean.
@@ -102,7 +127,10 @@ async function compare(op: OperatorProcess, tokens: { warn: string[]; off: strin
   return { warn, off, envelope_bytes: Buffer.byteLength(body(ulid())) };
 }
 
-const figuresOf = (figures: { warn: ReturnType<typeof summary>; off: ReturnType<typeof summary>; envelope_bytes: number }, text: string) => ({
+const figuresOf = (
+  figures: { warn: ReturnType<typeof summary>; off: ReturnType<typeof summary>; envelope_bytes: number },
+  text: string,
+) => ({
   envelope_bytes: figures.envelope_bytes,
   warn_per_s: figures.warn.per_s,
   off_per_s: figures.off.per_s,
@@ -123,10 +151,17 @@ export async function guardScenario(): Promise<Record<string, unknown>> {
     await createAgent(op, '@bench.inbox');
     const warnTokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.warn${i}`)));
     // `off` as an agent override: the guard returns before scanning, the true zero-cost baseline.
-    const offTokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createGuardOffAgent(op, `@bench.off${i}`)));
+    const offTokens = await Promise.all(
+      Array.from({ length: SENDERS }, (_, i) => createGuardOffAgent(op, `@bench.off${i}`)),
+    );
     const tokens = { warn: warnTokens, off: offTokens };
 
-    const result: Record<string, unknown> = { scenario: 'guard', senders_1kb: SENDERS, senders_16kb: LATENCY_SENDERS, seconds_per_side: seconds };
+    const result: Record<string, unknown> = {
+      scenario: 'guard',
+      senders_1kb: SENDERS,
+      senders_16kb: LATENCY_SENDERS,
+      seconds_per_side: seconds,
+    };
     const within: Record<string, boolean> = {};
     for (const [content, lines] of Object.entries(contentLines())) {
       // ~1 KB and ~16 KB envelopes; the 16 KB one stays under ROOST_GUARD_LARGE_BYTES (no `large` finding).
@@ -140,7 +175,13 @@ export async function guardScenario(): Promise<Record<string, unknown>> {
       const costPct = round((1 - kb1.warn_per_s / kb1.off_per_s) * 100, 1);
       const p99DiffMs = round(kb16.warn_p99_ms - kb16.off_p99_ms, 2);
       const p50DiffMs = round(kb16.warn_p50_ms - kb16.off_p50_ms, 2);
-      result[content] = { kb1, kb16, throughput_cost_pct_1kb: costPct, p99_diff_ms_16kb: p99DiffMs, p50_diff_ms_16kb: p50DiffMs };
+      result[content] = {
+        kb1,
+        kb16,
+        throughput_cost_pct_1kb: costPct,
+        p99_diff_ms_16kb: p99DiffMs,
+        p50_diff_ms_16kb: p50DiffMs,
+      };
       within[content] = costPct <= 10 && p99DiffMs <= 2 && kb1.failed + kb16.failed === 0;
     }
     return { ...result, targets: { throughput_cost_pct_1kb: 10, p99_diff_ms_16kb: 2 }, within_targets: within };
@@ -151,7 +192,13 @@ export async function guardScenario(): Promise<Record<string, unknown>> {
 }
 
 async function createGuardOffAgent(op: OperatorProcess, handle: string): Promise<string> {
-  const reply = await request(op.url, 'POST', '/_admin/agents', op.adminToken, JSON.stringify({ handle, policy: 'open', content_guard: 'off' }));
+  const reply = await request(
+    op.url,
+    'POST',
+    '/_admin/agents',
+    op.adminToken,
+    JSON.stringify({ handle, policy: 'open', content_guard: 'off' }),
+  );
   if (reply.status !== 201) throw new Error(`create ${handle}: ${reply.status} ${reply.text}`);
   return (JSON.parse(reply.text) as { token: string }).token;
 }

@@ -11,7 +11,9 @@ import { createAgent, percentile, round, scratchDatabase, standaloneCli, startOp
 
 // js-tiktoken's types resolve as ESM under node16; its CommonJS build is what runs (as in bench/triage.ts).
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the CommonJS build, see above
-const { getEncoding } = require('js-tiktoken') as { getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] } };
+const { getEncoding } = require('js-tiktoken') as {
+  getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] };
+};
 
 /**
  * `npm run bench -- mcp`: what the MCP server costs an agent.
@@ -78,21 +80,32 @@ async function wakeLatencies(waiter: Client, sender: RoostClient, to: string): P
     await sleep(300); // the wait is subscribed by then on an idle machine
     await sender.send({ to: [to], content_parts: [{ type: 'text', text: `wake ${i}` }] });
     const accepted = performance.now();
-    const result = (await waiting) as { isError?: boolean; structuredContent?: { envelope_headers?: unknown[]; next_cursor?: { created_at: number; envelope_id: string } } };
+    const result = (await waiting) as {
+      isError?: boolean;
+      structuredContent?: { envelope_headers?: unknown[]; next_cursor?: { created_at: number; envelope_id: string } };
+    };
     const next = result.structuredContent?.next_cursor;
-    if (result.isError || result.structuredContent?.envelope_headers?.length !== 1 || !next) throw new Error(`wait_for_mail: ${JSON.stringify(result)}`);
+    if (result.isError || result.structuredContent?.envelope_headers?.length !== 1 || !next)
+      throw new Error(`wait_for_mail: ${JSON.stringify(result)}`);
     cursor = { after_created_at: next.created_at, after_envelope_id: next.envelope_id };
     if (i >= WAKE_WARMUP) times.push(Math.max(0, woke - accepted));
   }
   times.sort((a, b) => a - b);
-  return { p50_ms: round(percentile(times, 50), 1), p99_ms: round(percentile(times, 99), 1), max_ms: round(times[times.length - 1], 1), runs: WAKES };
+  return {
+    p50_ms: round(percentile(times, 50), 1),
+    p99_ms: round(percentile(times, 99), 1),
+    max_ms: round(times[times.length - 1], 1),
+    runs: WAKES,
+  };
 }
 
 export async function mcpScenario(): Promise<Record<string, unknown>> {
   const scratch = mkdtempSync(join(tmpdir(), 'roost-bench-mcp-'));
   const database = process.env.DATABASE_URL ? await scratchDatabase('bench_mcp') : undefined;
   const op = await startOperatorProcess(
-    database ? { DATABASE_URL: database.url, ROOST_REDIS_PREFIX: `bench-mcp-${process.pid}:` } : { ROOST_DATA_DIR: join(scratch, 'data'), DATABASE_URL: '', REDIS_URL: '' },
+    database
+      ? { DATABASE_URL: database.url, ROOST_REDIS_PREFIX: `bench-mcp-${process.pid}:` }
+      : { ROOST_DATA_DIR: join(scratch, 'data'), DATABASE_URL: '', REDIS_URL: '' },
   );
   const clients: Client[] = [];
   try {
@@ -110,15 +123,29 @@ export async function mcpScenario(): Promise<Record<string, unknown>> {
     });
 
     const stdio = new Client({ name: 'bench', version: '1' });
-    await stdio.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp'], env: env('@bench.bob', bob), stderr: 'inherit' }));
+    await stdio.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [CLI, 'mcp'],
+        env: env('@bench.bob', bob),
+        stderr: 'inherit',
+      }),
+    );
     clients.push(stdio);
     const http = new Client({ name: 'bench', version: '1' });
-    await http.connect(new StreamableHTTPClientTransport(new URL(`${op.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${carol}` } } }));
+    await http.connect(
+      new StreamableHTTPClientTransport(new URL(`${op.url}/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${carol}` } },
+      }),
+    );
     clients.push(http);
 
     const { tools } = await stdio.listTools();
     const listed = JSON.stringify({ tools });
-    const tokens = { o200k_base: getEncoding('o200k_base').encode(listed).length, cl100k_base: getEncoding('cl100k_base').encode(listed).length };
+    const tokens = {
+      o200k_base: getEncoding('o200k_base').encode(listed).length,
+      cl100k_base: getEncoding('cl100k_base').encode(listed).length,
+    };
 
     // Interleaved with `node -e 0`, so load on the shared machine weighs on both alike.
     const bundle = standaloneCli(scratch);

@@ -1,7 +1,15 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { AgentsRepository, openPostgres } from '#db';
 import { ulid } from '#domain';
-import { createAgent, HttpConnection, loadLoop, round, scratchDatabase, startOperatorProcess, summary } from './support';
+import {
+  createAgent,
+  HttpConnection,
+  loadLoop,
+  round,
+  scratchDatabase,
+  startOperatorProcess,
+  summary,
+} from './support';
 
 const SENDERS = 32;
 const TEXT = 'x'.repeat(900) + ' the quick brown fox jumps over the lazy dog';
@@ -21,17 +29,45 @@ export async function preparedScenario(): Promise<Record<string, unknown>> {
   const rounds = Number(process.env.ROOST_BENCH_ROUNDS ?? 6);
   const database = await scratchDatabase('roost_bench');
   const named = await startOperatorProcess({ DATABASE_URL: database.url, ROOST_DB_PREPARED_STATEMENTS: 'on' });
-  const unnamed = await startOperatorProcess({ DATABASE_URL: database.url, ROOST_DB_PREPARED_STATEMENTS: 'off', ROOST_ADMIN_TOKEN: named.adminToken });
+  const unnamed = await startOperatorProcess({
+    DATABASE_URL: database.url,
+    ROOST_DB_PREPARED_STATEMENTS: 'off',
+    ROOST_ADMIN_TOKEN: named.adminToken,
+  });
   const modes = [
-    { label: 'named', op: named, inbox: '@bench.named', connections: [] as HttpConnection[], latencies: [] as number[], elapsedMs: 0, failures: 0 },
-    { label: 'unnamed', op: unnamed, inbox: '@bench.unnamed', connections: [] as HttpConnection[], latencies: [] as number[], elapsedMs: 0, failures: 0 },
+    {
+      label: 'named',
+      op: named,
+      inbox: '@bench.named',
+      connections: [] as HttpConnection[],
+      latencies: [] as number[],
+      elapsedMs: 0,
+      failures: 0,
+    },
+    {
+      label: 'unnamed',
+      op: unnamed,
+      inbox: '@bench.unnamed',
+      connections: [] as HttpConnection[],
+      latencies: [] as number[],
+      elapsedMs: 0,
+      failures: 0,
+    },
   ];
   try {
     await Promise.all(modes.map((mode) => createAgent(named, mode.inbox)));
-    const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(named, `@bench.sender${i}`)));
+    const tokens = await Promise.all(
+      Array.from({ length: SENDERS }, (_, i) => createAgent(named, `@bench.sender${i}`)),
+    );
     for (const mode of modes) mode.connections = Array.from({ length: SENDERS }, () => new HttpConnection(mode.op.url));
     const body = (to: string) =>
-      JSON.stringify({ id: ulid(), to: [to], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text: TEXT }] });
+      JSON.stringify({
+        id: ulid(),
+        to: [to],
+        date_ms: Date.now(),
+        subject: `bench ${randomBytes(3).toString('hex')}`,
+        content_parts: [{ type: 'text', text: TEXT }],
+      });
     const sender = (mode: (typeof modes)[number]) => async (w: number) =>
       (await mode.connections[w].request('POST', '/messages', tokens[w], body(mode.inbox))).status === 202;
     for (const mode of modes) await loadLoop(SENDERS, 2000, sender(mode)); // warm-up: connections, JIT, plans
@@ -43,7 +79,9 @@ export async function preparedScenario(): Promise<Record<string, unknown>> {
         mode.failures += result.failures;
       }
     }
-    const [on, off] = modes.map((mode) => summary({ latencies: mode.latencies.sort((a, b) => a - b), elapsedMs: mode.elapsedMs, failures: mode.failures }));
+    const [on, off] = modes.map((mode) =>
+      summary({ latencies: mode.latencies.sort((a, b) => a - b), elapsedMs: mode.elapsedMs, failures: mode.failures }),
+    );
     const lookup = await statementCost(database.url, tokens.slice(0, 1), [modes[0].inbox, modes[1].inbox]);
     return {
       scenario: 'prepared',
@@ -65,7 +103,11 @@ export async function preparedScenario(): Promise<Record<string, unknown>> {
 }
 
 /** Mean µs per execution of the sender-and-recipient lookup, named vs unnamed, alternating blocks. */
-async function statementCost(url: string, tokens: string[], handles: string[]): Promise<{ named: number; unnamed: number }> {
+async function statementCost(
+  url: string,
+  tokens: string[],
+  handles: string[],
+): Promise<{ named: number; unnamed: number }> {
   const hashes = tokens.map((token) => createHash('sha256').update(token, 'utf8').digest('hex'));
   const sides = [true, false].map((preparedStatements) => {
     const database = openPostgres({ url, poolSize: 1, statementTimeoutMs: 15_000, preparedStatements });
@@ -81,7 +123,10 @@ async function statementCost(url: string, tokens: string[], handles: string[]): 
       side.totalMs += performance.now() - start;
       side.runs += BLOCK;
     }
-    return { named: round((sides[0].totalMs / sides[0].runs) * 1000, 0), unnamed: round((sides[1].totalMs / sides[1].runs) * 1000, 0) };
+    return {
+      named: round((sides[0].totalMs / sides[0].runs) * 1000, 0),
+      unnamed: round((sides[1].totalMs / sides[1].runs) * 1000, 0),
+    };
   } finally {
     await Promise.all(sides.map((side) => side.database.close()));
   }

@@ -15,7 +15,9 @@ const CHUNK = 100_000;
  * three days old or more, generated inside Postgres (sorted ids, one `seq` per entry, 90% read).
  */
 async function seedExpired(pool: pg.Pool, rows: number): Promise<void> {
-  const { rows: ids } = await pool.query<{ id: string; handle: string }>("SELECT id::text, handle FROM agents WHERE handle IN ('@bench.seeder', '@bench.big')");
+  const { rows: ids } = await pool.query<{ id: string; handle: string }>(
+    "SELECT id::text, handle FROM agents WHERE handle IN ('@bench.seeder', '@bench.big')",
+  );
   const seeder = ids.find((r) => r.handle === '@bench.seeder')!.id;
   const big = ids.find((r) => r.handle === '@bench.big')!.id;
   const base = Date.now() - 3 * DAY - rows;
@@ -41,7 +43,11 @@ async function seedExpired(pool: pg.Pool, rows: number): Promise<void> {
       [big, base, from, to],
     );
   }
-  await pool.query('UPDATE mailboxes SET last_seq = $2, last_created_at = $3 WHERE agent_id = $1', [big, rows, base + rows]);
+  await pool.query('UPDATE mailboxes SET last_seq = $2, last_created_at = $3 WHERE agent_id = $1', [
+    big,
+    rows,
+    base + rows,
+  ]);
   await pool.query('ANALYZE envelopes; ANALYZE mailbox_entries');
 }
 
@@ -66,7 +72,10 @@ async function loadWhile(concurrency: number, running: () => boolean, task: (wor
 /** The purge in its own process (bench/purge-runner.ts): the worker's RetentionProcessor. */
 function runPurge(env: Record<string, string>): Promise<{ entries: number; envelopes: number; seconds: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(__dirname, 'purge-runner.js')], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [join(__dirname, 'purge-runner.js')], {
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
     child.on('error', reject);
@@ -108,19 +117,33 @@ export async function purgeScenario(): Promise<Record<string, unknown>> {
     await seedExpired(pool, rows);
     const seedSeconds = (performance.now() - seedStart) / 1000;
     for (const handle of ['@bench.big', '@bench.seeder']) {
-      const reply = await request(op.url, 'PATCH', `/_admin/agents/${encodeURIComponent(handle)}`, op.adminToken, JSON.stringify({ retention_days: 1 }));
+      const reply = await request(
+        op.url,
+        'PATCH',
+        `/_admin/agents/${encodeURIComponent(handle)}`,
+        op.adminToken,
+        JSON.stringify({ retention_days: 1 }),
+      );
       if (reply.status !== 200) throw new Error(`retention for ${handle}: ${reply.status} ${reply.text}`);
     }
 
     const post = async (w: number) => {
-      const body = JSON.stringify({ id: ulid(), to: ['@bench.inbox'], date_ms: Date.now(), subject: `bench ${randomBytes(3).toString('hex')}`, content_parts: [{ type: 'text', text: TEXT }] });
+      const body = JSON.stringify({
+        id: ulid(),
+        to: ['@bench.inbox'],
+        date_ms: Date.now(),
+        subject: `bench ${randomBytes(3).toString('hex')}`,
+        content_parts: [{ type: 'text', text: TEXT }],
+      });
       return (await request(op.url, 'POST', '/messages', tokens[w], body)).status === 202;
     };
     await loadLoop(SENDERS, 2000, post); // warm-up: connections, JIT, plans
     const idle = summary(await loadLoop(SENDERS, seconds * 1000, post));
 
     let purging = true;
-    const purge = runPurge({ ...env, ROOST_ADMIN_TOKEN: op.adminToken, ROOST_LOG_LEVEL: 'warn' }).finally(() => (purging = false));
+    const purge = runPurge({ ...env, ROOST_ADMIN_TOKEN: op.adminToken, ROOST_LOG_LEVEL: 'warn' }).finally(
+      () => (purging = false),
+    );
     const [purged, duringRaw] = await Promise.all([purge, loadWhile(SENDERS, () => purging, post)]);
     const during = summary(duringRaw);
 

@@ -11,7 +11,9 @@ const WARMUP_S = 3;
 
 /** `nodejs_eventloop_lag_max_seconds` of a node, in ms (the max since the previous scrape, per prom-client), or null. */
 async function eventLoopLagMax(node: { metrics(): Promise<string> }): Promise<number | null> {
-  const line = (await node.metrics().catch(() => '')).split('\n').find((l) => l.startsWith('nodejs_eventloop_lag_max_seconds'));
+  const line = (await node.metrics().catch(() => ''))
+    .split('\n')
+    .find((l) => l.startsWith('nodejs_eventloop_lag_max_seconds'));
   return line === undefined ? null : round(Number(line.split(' ')[1]) * 1000);
 }
 
@@ -19,7 +21,12 @@ async function eventLoopLagMax(node: { metrics(): Promise<string> }): Promise<nu
  * Call `fn(n)` for n = 0 … count-1 at `ratePerS`, open loop (a slow answer never delays the next
  * call); resolves when every call has settled.
  */
-export async function paced(ratePerS: number, count: number, fn: (n: number) => Promise<void>, offsetMs = 0): Promise<void> {
+export async function paced(
+  ratePerS: number,
+  count: number,
+  fn: (n: number) => Promise<void>,
+  offsetMs = 0,
+): Promise<void> {
   const start = performance.now() + offsetMs;
   const inFlight: Array<Promise<void>> = [];
   for (let n = 0; n < count; n++) {
@@ -33,7 +40,11 @@ export async function paced(ratePerS: number, count: number, fn: (n: number) => 
 
 export const stats = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
-  return { p50_ms: round(percentile(sorted, 50)), p99_ms: round(percentile(sorted, 99)), max_ms: round(sorted.at(-1) ?? NaN) };
+  return {
+    p50_ms: round(percentile(sorted, 50)),
+    p99_ms: round(percentile(sorted, 99)),
+    max_ms: round(sorted.at(-1) ?? NaN),
+  };
 };
 
 /**
@@ -51,7 +62,7 @@ async function redisFloor(cluster: BenchCluster, ratePerS: number, count: number
   await reader.ping();
   const readLoop = (async () => {
     while (running) {
-      const reply = (await reader.xread('BLOCK', 500, 'STREAMS', key, lastId));
+      const reply = await reader.xread('BLOCK', 500, 'STREAMS', key, lastId);
       const now = performance.now();
       for (const [, entries] of reply ?? []) {
         for (const [id, fields] of entries) {
@@ -64,10 +75,15 @@ async function redisFloor(cluster: BenchCluster, ratePerS: number, count: number
   })();
   // Let the reader block first.
   await sleep(50);
-  await paced(ratePerS, count, async (n) => {
-    started.set(n, performance.now());
-    await publisher.xadd(key, 'MAXLEN', '~', '10000', '*', 'i', String(n));
-  }, 1000 / ratePerS / 2);
+  await paced(
+    ratePerS,
+    count,
+    async (n) => {
+      started.set(n, performance.now());
+      await publisher.xadd(key, 'MAXLEN', '~', '10000', '*', 'i', String(n));
+    },
+    1000 / ratePerS / 2,
+  );
   const deadline = Date.now() + 5_000;
   while (latencies.length < count && Date.now() < deadline) await sleep(10);
   running = false;
@@ -88,7 +104,9 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
   const load_before = round(loadavg()[0]);
   const cluster = await BenchCluster.start(
-    mode === 'split' ? { api: 1, gateway: 1 } : { single: mode === 'all' ? 'postgres' : 'embedded', env: { ROOST_METRICS_PORT: '0' } },
+    mode === 'split'
+      ? { api: 1, gateway: 1 }
+      : { single: mode === 'all' ? 'postgres' : 'embedded', env: { ROOST_METRICS_PORT: '0' } },
   );
   const sockets: Array<{ terminate(): void }> = [];
   try {
@@ -124,7 +142,11 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       const createdAt = (JSON.parse(data.toString('utf8')) as { created_at: number }).created_at;
       stampToFrame.push(Date.now() - createdAt);
     };
-    sockets.push(...(await openSockets(RECIPIENTS, 10, (i) => openSocket(connectUrl(cluster.gateways[0]), recipientTokens[i], onFrame))));
+    sockets.push(
+      ...(await openSockets(RECIPIENTS, 10, (i) =>
+        openSocket(connectUrl(cluster.gateways[0]), recipientTokens[i], onFrame),
+      )),
+    );
     // Sockets start (token check, starting seq) asynchronously after the upgrade.
     await sleep(500);
 
@@ -151,8 +173,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       if (reply.status === 202) {
         postLatencies.push(performance.now() - t0);
         acceptedAt.set(id, performance.now());
-      }
-      else {
+      } else {
         failed++;
         pending.delete(id);
       }
@@ -175,7 +196,10 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const count = seconds * RATE_PER_S;
     const benchCpuBefore = process.cpuUsage();
     const nodeCpuBefore = cluster.nodes.map((node) => cpuSeconds(node.pid));
-    const [floor] = await Promise.all([mode === 'embedded' ? Promise.resolve([]) : redisFloor(cluster, RATE_PER_S, count), paced(RATE_PER_S, count, post)]);
+    const [floor] = await Promise.all([
+      mode === 'embedded' ? Promise.resolve([]) : redisFloor(cluster, RATE_PER_S, count),
+      paced(RATE_PER_S, count, post),
+    ]);
     const benchCpu = process.cpuUsage(benchCpuBefore);
     const nodeCpuS = cluster.nodes.reduce((sum, node, i) => sum + cpuSeconds(node.pid) - nodeCpuBefore[i], 0);
     const lagAfter = await eventLoopLagMax(api);
@@ -220,7 +244,12 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       redis_floor_p99_ms: raw.p99_ms,
       target_p99_ms: 15,
       met: push.p99_ms <= 15 && pending.size === 0,
-      processes: mode === 'split' ? '1 api + 1 gateway, real Postgres and Redis' : mode === 'all' ? 'one ROOST_ROLE=all process on Postgres + Redis' : 'one embedded process (PGlite, in-process bus)',
+      processes:
+        mode === 'split'
+          ? '1 api + 1 gateway, real Postgres and Redis'
+          : mode === 'all'
+            ? 'one ROOST_ROLE=all process on Postgres + Redis'
+            : 'one embedded process (PGlite, in-process bus)',
       load_1m_before: load_before,
       load_1m_after: round(loadavg()[0]),
     };

@@ -17,7 +17,8 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   accept: () => acceptScenario({ label: 'accept' }),
   'accept-http': () => acceptScenario({ client: 'node-http', label: 'accept-http' }),
   'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
-  'accept-embedded-http': () => acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
+  'accept-embedded-http': () =>
+    acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
   catchup: () => catchupScenario(),
   triage: () => triageScenario(),
   cli: () => cliScenario(),
@@ -51,7 +52,9 @@ async function main(): Promise<void> {
 
 // Exit once every scenario has printed: a scenario that leaves a handle open (a keep-alive socket,
 // a Redis or pg client) kept the runner alive after its last line (seen after push-all).
-main().then(() => process.exit(0)).catch((error: unknown) => {
-  process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
-  process.exit(1);
-});
+main()
+  .then(() => process.exit(0))
+  .catch((error: unknown) => {
+    process.stderr.write(`bench failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+    process.exit(1);
+  });

@@ -15,7 +15,8 @@ export function requireEnv(name: string): string {
   return value;
 }
 
-export const scratchDatabase = (prefix: string): Promise<ScratchDatabase> => createDatabase(requireEnv('DATABASE_URL'), prefix);
+export const scratchDatabase = (prefix: string): Promise<ScratchDatabase> =>
+  createDatabase(requireEnv('DATABASE_URL'), prefix);
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -65,7 +66,15 @@ export async function startOperatorProcess(env: Record<string, string>): Promise
   const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
   const main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
   const child = spawn(process.execPath, [...profileArgs(`operator-${port}`), main], {
-    env: { ...process.env, ROOST_ADMIN_TOKEN: adminToken, PORT: String(port), ROOST_LOG_LEVEL: 'warn', ROOST_RATE_LIMIT_PER_S: '0', ROOST_METRICS_PORT: '0', ...env },
+    env: {
+      ...process.env,
+      ROOST_ADMIN_TOKEN: adminToken,
+      PORT: String(port),
+      ROOST_LOG_LEVEL: 'warn',
+      ROOST_RATE_LIMIT_PER_S: '0',
+      ROOST_METRICS_PORT: '0',
+      ...env,
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
@@ -120,12 +129,15 @@ export function request(
       headers['content-type'] = 'application/json';
       headers['content-length'] = Buffer.byteLength(body);
     }
-    const req = http.request({ host: target.hostname, port: target.port, path: target.pathname + target.search, method, headers, agent }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      { host: target.hostname, port: target.port, path: target.pathname + target.search, method, headers, agent },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     if (body !== undefined) req.write(body);
     req.end();
@@ -142,7 +154,8 @@ export function request(
 export class HttpConnection {
   private socket: net.Socket | undefined;
   private buffered: Buffer = Buffer.alloc(0);
-  private waiting: { resolve: (reply: { status: number; text: string }) => void; reject: (error: Error) => void } | undefined;
+  private waiting:
+    { resolve: (reply: { status: number; text: string }) => void; reject: (error: Error) => void } | undefined;
   private readonly host: string;
   private readonly port: number;
 
@@ -152,7 +165,12 @@ export class HttpConnection {
     this.port = Number(target.port);
   }
 
-  async request(method: string, path: string, token: string | undefined, body?: string): Promise<{ status: number; text: string }> {
+  async request(
+    method: string,
+    path: string,
+    token: string | undefined,
+    body?: string,
+  ): Promise<{ status: number; text: string }> {
     if (this.waiting) throw new Error('one request at a time per connection');
     const socket = this.socket ?? (await this.connect());
     let head = `${method} ${path} HTTP/1.1\r\nhost: ${this.host}:${this.port}\r\n`;
@@ -205,7 +223,10 @@ export class HttpConnection {
     }
     const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
     if (this.buffered.length < end + 4 + length) return;
-    const reply = { status: Number(head.slice(9, 12)), text: this.buffered.toString('utf8', end + 4, end + 4 + length) };
+    const reply = {
+      status: Number(head.slice(9, 12)),
+      text: this.buffered.toString('utf8', end + 4, end + 4 + length),
+    };
     this.buffered = this.buffered.subarray(end + 4 + length);
     const waiting = this.waiting;
     this.waiting = undefined;
@@ -215,7 +236,13 @@ export class HttpConnection {
 }
 
 export async function createAgent(op: OperatorProcess, handle: string): Promise<string> {
-  const reply = await request(op.url, 'POST', '/_admin/agents', op.adminToken, JSON.stringify({ handle, policy: 'open' }));
+  const reply = await request(
+    op.url,
+    'POST',
+    '/_admin/agents',
+    op.adminToken,
+    JSON.stringify({ handle, policy: 'open' }),
+  );
   if (reply.status !== 201) throw new Error(`create ${handle}: ${reply.status} ${reply.text}`);
   return (JSON.parse(reply.text) as { token: string }).token;
 }
@@ -311,8 +338,16 @@ export async function timedLoop(
 /** Per-second count, p50, p99 and max of the first `count` seconds of a run. */
 export function firstSeconds(samples: { starts: number[]; latencies: number[] }, count: number) {
   return Array.from({ length: count }, (_, s) => {
-    const inSecond = samples.latencies.filter((_, i) => samples.starts[i] >= s * 1000 && samples.starts[i] < (s + 1) * 1000).sort((a, b) => a - b);
-    return { second: s + 1, n: inSecond.length, p50_ms: round(percentile(inSecond, 50)), p99_ms: round(percentile(inSecond, 99)), max_ms: round(inSecond.at(-1) ?? NaN) };
+    const inSecond = samples.latencies
+      .filter((_, i) => samples.starts[i] >= s * 1000 && samples.starts[i] < (s + 1) * 1000)
+      .sort((a, b) => a - b);
+    return {
+      second: s + 1,
+      n: inSecond.length,
+      p50_ms: round(percentile(inSecond, 50)),
+      p99_ms: round(percentile(inSecond, 99)),
+      max_ms: round(inSecond.at(-1) ?? NaN),
+    };
   });
 }
 
@@ -324,7 +359,11 @@ export function firstSeconds(samples: { starts: number[]; latencies: number[] },
 export function standaloneCli(scratch: string): { main: string; env: Record<string, string> } {
   const root = join(__dirname, '..', '..');
   execFileSync(process.execPath, [join(root, 'apps', 'cli', 'build.mjs')], { stdio: 'inherit' });
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'libs', 'client', 'tsconfig.json')], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'libs', 'client', 'tsconfig.json')],
+    { stdio: 'inherit' },
+  );
   const modules = join(scratch, 'standalone', 'node_modules');
   mkdirSync(join(modules, '@roost'), { recursive: true });
   symlinkSync(join(root, 'libs', 'client'), join(modules, '@roost', 'client'));

@@ -1,6 +1,8 @@
 // js-tiktoken's types resolve as ESM under node16; its CommonJS build is what runs.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the CommonJS build, see above
-const { getEncoding } = require('js-tiktoken') as { getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] } };
+const { getEncoding } = require('js-tiktoken') as {
+  getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] };
+};
 import { deterministicUlid } from '#domain';
 import { triageBlock, triageLine, type TriageHeader } from '#client';
 
@@ -10,7 +12,14 @@ import { triageBlock, triageLine, type TriageHeader } from '#client';
  * same headers as the JSON `GET /mailbox` returns. Deterministic input, no operator needed.
  */
 
-const SENDERS = ['@acme.alice', '@acme.carol', '@build.ci-runner', '@ops.deploy-bot', '@research.planner', '@acme.reviewer-2'];
+const SENDERS = [
+  '@acme.alice',
+  '@acme.carol',
+  '@build.ci-runner',
+  '@ops.deploy-bot',
+  '@research.planner',
+  '@acme.reviewer-2',
+];
 const SUBJECTS = [
   'Deploy plan for Friday',
   'Re: flaky test in accept path',
@@ -30,7 +39,10 @@ const FLAGS = [undefined, undefined, undefined, undefined, ['secret'], ['destruc
 const STATUSES = ['accepted', 'rejected', 'deferred', 'needs_confirmation', 'applied', 'blocked'];
 
 /** 84 unread headers as an agent finds them after a day away: the wire shape of `GET /mailbox`. */
-export function sampleHeaders(count = 84, now = Date.UTC(2026, 4, 12, 9)): Array<TriageHeader & Record<string, unknown>> {
+export function sampleHeaders(
+  count = 84,
+  now = Date.UTC(2026, 4, 12, 9),
+): Array<TriageHeader & Record<string, unknown>> {
   const headers: Array<TriageHeader & Record<string, unknown>> = [];
   for (let i = 0; i < count; i++) {
     const createdAt = now - (count - i) * 17 * 60_000 - (i % 7) * 1_337;
@@ -53,13 +65,34 @@ export function sampleHeaders(count = 84, now = Date.UTC(2026, 4, 12, 9)): Array
     if (flags) header.flags = flags;
     if (i % 9 === 4) {
       header.type_hint = 'data';
-      header.receipt = { envelope_id: deterministicUlid(`triage-sent-${i}`, createdAt - 7_200_000), status: STATUSES[i % STATUSES.length] };
+      header.receipt = {
+        envelope_id: deterministicUlid(`triage-sent-${i}`, createdAt - 7_200_000),
+        status: STATUSES[i % STATUSES.length],
+      };
       delete header.subject;
     }
     if (i % 13 === 6) header.schedule_id = `sch_${deterministicUlid(`triage-schedule-${i}`, createdAt - 86_400_000)}`;
     // Wire key order (ASMTP.md §6.3), extensions last.
-    const order = ['op', 'id', 'from', 'to', 'cc', 'subject', 'in_reply_to', 'type_hint', 'size_hint', 'created_at', 'date_ms', 'flags', 'receipt', 'schedule_id'];
-    headers.push(Object.fromEntries(order.filter((k) => k in header).map((k) => [k, header[k]])) as TriageHeader & Record<string, unknown>);
+    const order = [
+      'op',
+      'id',
+      'from',
+      'to',
+      'cc',
+      'subject',
+      'in_reply_to',
+      'type_hint',
+      'size_hint',
+      'created_at',
+      'date_ms',
+      'flags',
+      'receipt',
+      'schedule_id',
+    ];
+    headers.push(
+      Object.fromEntries(order.filter((k) => k in header).map((k) => [k, header[k]])) as TriageHeader &
+        Record<string, unknown>,
+    );
   }
   return headers;
 }

@@ -15,7 +15,9 @@ try {
   const document = join(dir, 'openapi.json');
   writeFileSync(document, JSON.stringify(buildOpenApiDocument({ version: 'dev' })));
   const cli = join(root, 'node_modules/openapi-typescript/bin/cli.js');
-  execFileSync(process.execPath, [cli, document, '-o', join(root, 'test/medium/openapi/roost-api.d.ts')], { stdio: 'inherit' });
+  execFileSync(process.execPath, [cli, document, '-o', join(root, 'test/medium/openapi/roost-api.d.ts')], {
+    stdio: 'inherit',
+  });
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

@@ -33,7 +33,13 @@ const aliases = {
     b.onResolve({ filter: /^#/ }, (args) => {
       if (args.path === '#client') return { path: client.name, external: true };
       if (args.path === '#mcp') return { path: join(root, 'libs', 'mcp', 'src', 'index.ts') };
-      return { errors: [{ text: `${args.path} (imported by ${relative(root, args.importer)}) is server code; the CLI package may import only #client and #mcp` }] };
+      return {
+        errors: [
+          {
+            text: `${args.path} (imported by ${relative(root, args.importer)}) is server code; the CLI package may import only #client and #mcp`,
+          },
+        ],
+      };
     });
   },
 };
@@ -43,7 +49,9 @@ const noOperator = {
   name: 'roost-no-operator',
   setup(b) {
     b.onResolve({ filter: /^\.\/commands\/serve$/ }, (args) =>
-      args.importer === join(root, 'apps', 'cli', 'src', 'cli.ts') ? { path: join(root, 'apps', 'cli', 'src', 'commands', 'serve-unavailable.ts') } : undefined,
+      args.importer === join(root, 'apps', 'cli', 'src', 'cli.ts')
+        ? { path: join(root, 'apps', 'cli', 'src', 'commands', 'serve-unavailable.ts') }
+        : undefined,
     );
   },
 };
@@ -107,7 +115,8 @@ const bundledPackage = (input) => {
 for (const input of Object.keys(result.metafile.inputs)) {
   const name = bundledPackage(input);
   if (name !== undefined) {
-    if (!reachable.has(name)) problems.push(`${input} would be bundled; ${name} is not needed by apps/cli/package.json's dependencies`);
+    if (!reachable.has(name))
+      problems.push(`${input} would be bundled; ${name} is not needed by apps/cli/package.json's dependencies`);
     continue;
   }
   if (!BUNDLED.some((allowed) => input === allowed || (allowed.endsWith('/') && input.startsWith(allowed)))) {
@@ -115,15 +124,29 @@ for (const input of Object.keys(result.metafile.inputs)) {
   }
 }
 const builtins = new Set(builtinModules);
-const packageOf = (spec) => spec.split('/').slice(0, spec.startsWith('@') ? 2 : 1).join('/');
+const packageOf = (spec) =>
+  spec
+    .split('/')
+    .slice(0, spec.startsWith('@') ? 2 : 1)
+    .join('/');
 for (const output of Object.values(result.metafile.outputs)) {
   for (const { path, external } of output.imports) {
-    if (!external || path.startsWith('node:') || builtins.has(path) || path === 'bufferutil' || path === 'utf-8-validate' || path.startsWith('./')) continue;
+    if (
+      !external ||
+      path.startsWith('node:') ||
+      builtins.has(path) ||
+      path === 'bufferutil' ||
+      path === 'utf-8-validate' ||
+      path.startsWith('./')
+    )
+      continue;
     const name = packageOf(path);
     const range = pkg.dependencies?.[name];
     if (!range) problems.push(`the bundle imports ${path} but apps/cli/package.json does not depend on ${name}`);
     else if (name === client.name ? range !== client.version : range !== rootPkg.dependencies[name]) {
-      problems.push(`apps/cli/package.json has ${name}@${range}; the repository uses ${name === client.name ? client.version : rootPkg.dependencies[name]}`);
+      problems.push(
+        `apps/cli/package.json has ${name}@${range}; the repository uses ${name === client.name ? client.version : rootPkg.dependencies[name]}`,
+      );
     }
   }
 }

@@ -52,7 +52,9 @@ const planted = (secret: string, text: (s: string) => string): CorpusCase => ({
   codes: ['secret'],
   secret,
 });
-const only = (codes: readonly DetectorCode[]) => (text: string): CorpusCase => ({ text, codes });
+const only =
+  (codes: readonly DetectorCode[]) =>
+  (text: string): CorpusCase => ({ text, codes });
 const none = only([]);
 
 // Stripe and OpenAI-style prefixes are spelled in pieces so the file never holds a whole token prefix+body.
@@ -62,7 +64,10 @@ const PASSWORD = (seed: number) => `${noise(seed, 6)}${'#!%&'[seed % 4]}${noise(
 export const SECRET_POSITIVES: readonly CorpusCase[] = [
   planted(`AKIA${noise(1, 16, UPPER_DIGITS)}`, (s) => `aws_access_key_id = ${s}`),
   planted(`ASIA${noise(2, 16, UPPER_DIGITS)}`, (s) => `export AWS_ACCESS_KEY_ID=${s}`),
-  planted(`AKIA${noise(3, 16, UPPER_DIGITS)}`, (s) => `Here is the access key for the deploy user: ${s} (rotate after use)`),
+  planted(
+    `AKIA${noise(3, 16, UPPER_DIGITS)}`,
+    (s) => `Here is the access key for the deploy user: ${s} (rotate after use)`,
+  ),
   planted(noise(4, 40, BASE64), (s) => `aws_secret_access_key = ${s}`),
   planted(noise(5, 40, BASE64), (s) => `AWS secret: ${s}`),
   planted(noise(6, 40, BASE64), (s) => `{"AccessKeyId": "see vault", "SecretAccessKey": "${s}"}`),
@@ -71,7 +76,10 @@ export const SECRET_POSITIVES: readonly CorpusCase[] = [
   planted(pem('EC PRIVATE KEY', 15), (s) => s),
   planted(pem('PRIVATE KEY', 19), (s) => `key.pem:\n${s}`),
   planted(pem('ENCRYPTED PRIVATE KEY', 23), (s) => `pkcs8 follows\n${s}`),
-  planted(pem('PGP PRIVATE KEY BLOCK', 27, 'Version: GnuPG v2\n\n'), (s) => `My signing key, for the release box:\n${s}`),
+  planted(
+    pem('PGP PRIVATE KEY BLOCK', 27, 'Version: GnuPG v2\n\n'),
+    (s) => `My signing key, for the release box:\n${s}`,
+  ),
   planted(`ghp_${noise(31, 36)}`, (s) => `GITHUB_TOKEN=${s}`),
   planted(`gho_${noise(32, 36)}`, (s) => `git clone https://${s}@github.com/acme/infra.git`),
   planted(`ghs_${noise(33, 36)}`, (s) => `The installation token for the app is ${s}, valid for an hour.`),
@@ -79,9 +87,18 @@ export const SECRET_POSITIVES: readonly CorpusCase[] = [
   planted(`github_pat_${noise(35, 22)}_${noise(36, 59)}`, (s) => `Use this PAT in CI: ${s}`),
   planted(`glpat-${noise(37, 20, BASE64URL.replace('_', ''))}`, (s) => `GITLAB_TOKEN="${s}"`),
   planted(`xoxb-${noise(38, 12, DIGITS)}-${noise(39, 13, DIGITS)}-${noise(40, 24)}`, (s) => `SLACK_BOT_TOKEN=${s}`),
-  planted(`xoxp-${noise(41, 11, DIGITS)}-${noise(42, 12, DIGITS)}-${noise(43, 13, DIGITS)}-${noise(44, 32, HEX)}`, (s) => `slack user token ${s}`),
-  planted(`T${noise(45, 8, UPPER_DIGITS)}/B${noise(46, 10, UPPER_DIGITS)}/${noise(47, 24)}`, (s) => `Post alerts to https://hooks.slack.com/services/${s}`),
-  planted(`${noise(48, 18, DIGITS)}/${noise(49, 68, BASE64URL)}`, (s) => `webhook: https://discord.com/api/webhooks/${s}`),
+  planted(
+    `xoxp-${noise(41, 11, DIGITS)}-${noise(42, 12, DIGITS)}-${noise(43, 13, DIGITS)}-${noise(44, 32, HEX)}`,
+    (s) => `slack user token ${s}`,
+  ),
+  planted(
+    `T${noise(45, 8, UPPER_DIGITS)}/B${noise(46, 10, UPPER_DIGITS)}/${noise(47, 24)}`,
+    (s) => `Post alerts to https://hooks.slack.com/services/${s}`,
+  ),
+  planted(
+    `${noise(48, 18, DIGITS)}/${noise(49, 68, BASE64URL)}`,
+    (s) => `webhook: https://discord.com/api/webhooks/${s}`,
+  ),
   planted(`${STRIPE_LIVE('sk')}${noise(50, 99)}`, (s) => `STRIPE_KEY=${s}`),
   planted(`${STRIPE_LIVE('rk')}${noise(51, 99)}`, (s) => `restricted key for the reporting job: ${s}`),
   planted(`AIza${noise(52, 35, BASE64URL)}`, (s) => `maps: { apiKey: '${s}' }`),
@@ -318,7 +335,7 @@ export const DESTRUCTIVE_NEGATIVES: readonly CorpusCase[] = [
   'We need to delete from our backlog the items nobody owns.',
   'The farm -r option is unrelated; confirm -f too.',
   'Here is the schema: CREATE TABLE users (id uuid primary key, email text not null);',
-  'SELECT * FROM orders WHERE created_at > now() - interval \'1 day\';',
+  "SELECT * FROM orders WHERE created_at > now() - interval '1 day';",
   'To delete a message, call DELETE /messages/{id}.',
   'The HTTP DELETE method removes a resource.',
   'find . -name "*.pyc" -delete',
@@ -331,7 +348,7 @@ export const DESTRUCTIVE_NEGATIVES: readonly CorpusCase[] = [
   'DROP the tone, please. This is a production of Hamlet, not a rave.',
   'Drop the temp files in /tmp; they are safe to delete.',
   'The DELETE FROM syntax differs in MySQL.',
-  'UPDATE users SET plan = \'pro\' WHERE id = 7;',
+  "UPDATE users SET plan = 'pro' WHERE id = 7;",
   'Truncate table names longer than 63 characters.',
   'Please drop table_name from the config, it is unused.',
   'drop database;',
@@ -475,7 +492,7 @@ export const PRODUCTION_NEGATIVES: readonly CorpusCase[] = [
   'FYI the production cost dashboard moved to Grafana; bookmark the new link.',
   'When you have a moment, could you restart the build? It flaked on a network timeout.',
   'We need to migrate the docs site to the new theme.',
-  'Please don\'t delete anything from the prod bucket without a ticket.',
+  "Please don't delete anything from the prod bucket without a ticket.",
   'We are live in production as of 10:42 UTC.',
   'Restart is required after changing the config.',
 ].map(none);
@@ -619,7 +636,9 @@ export const CREDENTIAL_REQUEST_NEGATIVES: readonly CorpusCase[] = [
 ].map(none);
 
 /** Every detector's table, positives and near-miss negatives. */
-export const CORPUS: Readonly<Record<DetectorCode, { positives: readonly CorpusCase[]; negatives: readonly CorpusCase[] }>> = {
+export const CORPUS: Readonly<
+  Record<DetectorCode, { positives: readonly CorpusCase[]; negatives: readonly CorpusCase[] }>
+> = {
   secret: { positives: SECRET_POSITIVES, negatives: SECRET_NEGATIVES },
   destructive: { positives: DESTRUCTIVE_POSITIVES, negatives: DESTRUCTIVE_NEGATIVES },
   production: { positives: PRODUCTION_POSITIVES, negatives: PRODUCTION_NEGATIVES },

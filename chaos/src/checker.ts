@@ -103,7 +103,14 @@ export interface Report {
     listing_mismatch: number;
     unexpected_envelopes: number;
   };
-  schedules: { runs: number; ideal_runs: number; envelopes: number; duplicates: number; all_completed: boolean; each: ScheduleResult[] };
+  schedules: {
+    runs: number;
+    ideal_runs: number;
+    envelopes: number;
+    duplicates: number;
+    all_completed: boolean;
+    each: ScheduleResult[];
+  };
   listeners: { missing: number; duplicated: number; unexpected: number; each: ListenerResult[] };
   recovery: {
     processes_running: Record<string, boolean>;
@@ -117,7 +124,8 @@ export interface Report {
   };
 }
 
-const inc = (map: Record<string, number>, key: string | number, by = 1) => (map[String(key)] = (map[String(key)] ?? 0) + by);
+const inc = (map: Record<string, number>, key: string | number, by = 1) =>
+  (map[String(key)] = (map[String(key)] ?? 0) + by);
 
 /** Every `in` header id of an agent via `GET /mailbox` pages (ascending, 1000 a page). */
 async function listing(apiUrl: string, token: string): Promise<string[]> {
@@ -264,7 +272,12 @@ export async function check(input: CheckInput): Promise<Report> {
       processes_running: input.running,
       readyz: input.ready,
       crashes: input.crashes.length,
-      crash_list: input.crashes.map((c) => ({ at_s: round((c.at - input.startedAt) / 1000), node: c.node, code: c.code, signal: c.signal })),
+      crash_list: input.crashes.map((c) => ({
+        at_s: round((c.at - input.startedAt) / 1000),
+        node: c.node,
+        code: c.code,
+        signal: c.signal,
+      })),
       start_failures: input.startFailures,
       burst_sent: input.burst.length,
       burst_202: recovery.burst202,
@@ -327,19 +340,32 @@ function checkAccepted(all: Send[], stored: Stored, inOutage: (at: number) => bo
     if (row && Number(row.created_at) !== send.accepted!.created_at) createdAtMismatch++;
     if ([...send.accepted!.recipients].sort().join() !== [...recipients].sort().join()) recipientsMismatch++;
   }
-  if (lost > 0) failures.push(`lost: ${lost} envelopes answered 202 are missing from a recipient mailbox (e.g. ${lostExamples.join('; ')})`);
-  if (createdAtMismatch > 0) failures.push(`created_at mismatch: ${createdAtMismatch} 202 bodies disagree with the stored envelope`);
-  if (recipientsMismatch > 0) failures.push(`recipients mismatch: ${recipientsMismatch} 202 bodies list other recipients than sent`);
+  if (lost > 0)
+    failures.push(
+      `lost: ${lost} envelopes answered 202 are missing from a recipient mailbox (e.g. ${lostExamples.join('; ')})`,
+    );
+  if (createdAtMismatch > 0)
+    failures.push(`created_at mismatch: ${createdAtMismatch} 202 bodies disagree with the stored envelope`);
+  if (recipientsMismatch > 0)
+    failures.push(`recipients mismatch: ${recipientsMismatch} 202 bodies list other recipients than sent`);
   return { lost, lostEntries, createdAtMismatch, recipientsMismatch, lostInOutage, lostIds };
 }
 
 /** The tables' own invariants: no duplicate entry, no half-written envelope, seq 1..last_seq in time order. */
 async function checkEntries(db: pg.Client, failures: string[]) {
   const duplicateIds = new Set(
-    (await db.query<{ id: string }>('select envelope_id as id from mailbox_entries group by mailbox_id, envelope_id having count(*) > 1')).rows.map((r) => r.id),
+    (
+      await db.query<{ id: string }>(
+        'select envelope_id as id from mailbox_entries group by mailbox_id, envelope_id having count(*) > 1',
+      )
+    ).rows.map((r) => r.id),
   );
   const duplicated = Number(
-    (await db.query('select count(*)::int as n from (select 1 from mailbox_entries group by mailbox_id, envelope_id having count(*) > 1) d')).rows[0].n,
+    (
+      await db.query(
+        'select count(*)::int as n from (select 1 from mailbox_entries group by mailbox_id, envelope_id having count(*) > 1) d',
+      )
+    ).rows[0].n,
   );
   if (duplicated > 0) failures.push(`duplicated: ${duplicated} (mailbox, envelope) pairs have more than one entry`);
 
@@ -358,7 +384,11 @@ async function checkEntries(db: pg.Client, failures: string[]) {
     ).rows[0].n,
   );
   const orphanEntries = Number(
-    (await db.query('select count(*)::int as n from mailbox_entries m left join envelopes e on e.id = m.envelope_id where e.id is null')).rows[0].n,
+    (
+      await db.query(
+        'select count(*)::int as n from mailbox_entries m left join envelopes e on e.id = m.envelope_id where e.id is null',
+      )
+    ).rows[0].n,
   );
   if (halfWritten > 0) failures.push(`half-written: ${halfWritten} envelopes lack some of their mailbox entries`);
   if (orphanEntries > 0) failures.push(`half-written: ${orphanEntries} mailbox entries have no envelope`);
@@ -381,7 +411,8 @@ async function checkEntries(db: pg.Client, failures: string[]) {
     ).rows[0].n,
   );
   if (seqGaps > 0) failures.push(`seq gaps: ${seqGaps} mailboxes whose entries are not exactly seq 1..last_seq`);
-  if (orderViolations > 0) failures.push(`order: ${orderViolations} entries whose created_at does not increase with seq`);
+  if (orderViolations > 0)
+    failures.push(`order: ${orderViolations} entries whose created_at does not increase with seq`);
   return { duplicateIds, duplicated, halfWritten, orphanEntries, seqGaps, orderViolations };
 }
 
@@ -390,7 +421,8 @@ function checkUnexpected(input: CheckInput, all: Send[], stored: Stored, failure
   const ours = new Set(all.map((send) => send.id));
   const scheduleIds = new Set(input.schedules.map((s) => s.id));
   let unexpected = 0;
-  for (const row of stored.envelopeRows) if (!ours.has(row.id) && !(row.schedule_id && scheduleIds.has(row.schedule_id))) unexpected++;
+  for (const row of stored.envelopeRows)
+    if (!ours.has(row.id) && !(row.schedule_id && scheduleIds.has(row.schedule_id))) unexpected++;
   if (unexpected > 0) failures.push(`unexpected: ${unexpected} stored envelopes nobody sent`);
   return unexpected;
 }
@@ -401,9 +433,15 @@ async function checkListings(input: CheckInput, stored: Stored, failures: string
   for (const [i, agent] of input.recipients.entries()) {
     const ids = await listing(input.apiUrls[i % input.apiUrls.length], agent.token);
     const expected = stored.boxes.get(agent.handle) ?? [];
-    if (ids.length !== expected.length || new Set(ids).size !== ids.length || ids.some((id) => !stored.entrySets.get(agent.handle)!.has(id))) {
+    if (
+      ids.length !== expected.length ||
+      new Set(ids).size !== ids.length ||
+      ids.some((id) => !stored.entrySets.get(agent.handle)!.has(id))
+    ) {
       listingMismatch++;
-      failures.push(`GET /mailbox of ${agent.handle}: ${ids.length} ids (${new Set(ids).size} distinct), Postgres has ${expected.length}`);
+      failures.push(
+        `GET /mailbox of ${agent.handle}: ${ids.length} ids (${new Set(ids).size} distinct), Postgres has ${expected.length}`,
+      );
     }
   }
   return listingMismatch;
@@ -412,7 +450,11 @@ async function checkListings(input: CheckInput, stored: Stored, failures: string
 /** Each schedule completed, and fired exactly as many envelopes (and entries) as its send_count. */
 async function checkSchedules(input: CheckInput, stored: Stored, failures: string[]): Promise<ScheduleResult[]> {
   const scheduleRows = new Map(
-    (await input.db.query<{ id: string; status: string; send_count: number }>('select id, status, send_count::int from schedules')).rows.map((r) => [r.id, r]),
+    (
+      await input.db.query<{ id: string; status: string; send_count: number }>(
+        'select id, status, send_count::int from schedules',
+      )
+    ).rows.map((r) => [r.id, r]),
   );
   const scheduleEnvelopes = new Map<string, string[]>();
   for (const row of stored.envelopeRows) {
@@ -439,9 +481,12 @@ async function checkSchedules(input: CheckInput, stored: Stored, failures: strin
     };
   });
   for (const s of scheduleResults) {
-    if (s.status !== 'completed') failures.push(`schedule ${s.id}: status ${s.status} (expected completed after end_at)`);
+    if (s.status !== 'completed')
+      failures.push(`schedule ${s.id}: status ${s.status} (expected completed after end_at)`);
     if (s.envelopes !== s.send_count || s.mailbox_entries !== s.send_count || s.duplicates > 0) {
-      failures.push(`schedule ${s.id}: send_count ${s.send_count}, envelopes ${s.envelopes}, mailbox entries ${s.mailbox_entries}`);
+      failures.push(
+        `schedule ${s.id}: send_count ${s.send_count}, envelopes ${s.envelopes}, mailbox entries ${s.mailbox_entries}`,
+      );
     }
     if (s.send_count === 0) failures.push(`schedule ${s.id}: never fired`);
   }
@@ -488,12 +533,18 @@ function checkRecovery(input: CheckInput, requests: ReturnType<typeof countReque
     const listenersOf = input.listeners.filter((l) => [...send.to, ...send.cc].includes(l.handle));
     return listenersOf.every((l) => l.counts.get(send.id) === 1);
   }).length;
-  if (burst202 !== input.burst.length) failures.push(`recovery: only ${burst202} of ${input.burst.length} final sends got 202 at once`);
-  if (burstDelivered !== input.burst.length) failures.push(`recovery: only ${burstDelivered} of ${input.burst.length} final sends reached their listeners`);
-  for (const [name, ok] of Object.entries(input.ready)) if (!ok) failures.push(`recovery: ${name} /readyz is not 200 at the end`);
-  for (const [name, ok] of Object.entries(input.running)) if (!ok) failures.push(`recovery: ${name} is not running at the end`);
+  if (burst202 !== input.burst.length)
+    failures.push(`recovery: only ${burst202} of ${input.burst.length} final sends got 202 at once`);
+  if (burstDelivered !== input.burst.length)
+    failures.push(`recovery: only ${burstDelivered} of ${input.burst.length} final sends reached their listeners`);
+  for (const [name, ok] of Object.entries(input.ready))
+    if (!ok) failures.push(`recovery: ${name} /readyz is not 200 at the end`);
+  for (const [name, ok] of Object.entries(input.running))
+    if (!ok) failures.push(`recovery: ${name} is not running at the end`);
   if (input.crashes.length > 0) {
-    failures.push(`crashes: ${input.crashes.length} unplanned process exits (${input.crashes.map((c) => c.node).join(', ')})`);
+    failures.push(
+      `crashes: ${input.crashes.length} unplanned process exits (${input.crashes.map((c) => c.node).join(', ')})`,
+    );
   }
   const outageSeconds = input.outages.reduce((sum, o) => sum + (o.end - o.start), 0) / 1000;
   if (input.outages.length > 0 && requests.outage.requests > 0 && !requests.outage.by_status['503']) {
@@ -515,12 +566,35 @@ export function table(report: Report): string {
   const rows: Array<[string, string]> = [];
   const row = (label: string, value: unknown) => rows.push([label, String(value)]);
   const l = report.load;
-  row('load held (envelopes/s)', `${l.accepted_per_s} accepted / ${l.offered_per_s} offered (target ${l.target_per_s}) over ${l.load_seconds} s`);
-  row('envelopes tried / 202', `${l.envelopes_tried} / ${l.envelopes_202} (${l.accepted_after_retry} after a retry, ${l.abandoned} abandoned, ${l.stored_without_202} stored without a 202)`);
-  row('faults injected', `${report.faults.total}: ${Object.entries(report.faults.by_kind).map(([k, n]) => `${k} ${n}`).join(', ')}`);
-  row('requests by status', `${report.requests.total}: ${Object.entries(report.requests.by_status).map(([s, n]) => `${s === '0' ? 'no answer' : s} ${n}`).join(', ')} (${report.requests.resets} resets)`);
+  row(
+    'load held (envelopes/s)',
+    `${l.accepted_per_s} accepted / ${l.offered_per_s} offered (target ${l.target_per_s}) over ${l.load_seconds} s`,
+  );
+  row(
+    'envelopes tried / 202',
+    `${l.envelopes_tried} / ${l.envelopes_202} (${l.accepted_after_retry} after a retry, ${l.abandoned} abandoned, ${l.stored_without_202} stored without a 202)`,
+  );
+  row(
+    'faults injected',
+    `${report.faults.total}: ${Object.entries(report.faults.by_kind)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
+  );
+  row(
+    'requests by status',
+    `${report.requests.total}: ${Object.entries(report.requests.by_status)
+      .map(([s, n]) => `${s === '0' ? 'no answer' : s} ${n}`)
+      .join(', ')} (${report.requests.resets} resets)`,
+  );
   const p = report.postgres_outage;
-  row('during Postgres outages', `${p.outages} outages, ${p.seconds_down} s down; ${p.requests} requests: ${Object.entries(p.by_status).map(([s, n]) => `${s === '0' ? 'no answer' : s} ${n}`).join(', ') || 'none'}; 202 then lost ${p.accepted_202_lost}`);
+  row(
+    'during Postgres outages',
+    `${p.outages} outages, ${p.seconds_down} s down; ${p.requests} requests: ${
+      Object.entries(p.by_status)
+        .map(([s, n]) => `${s === '0' ? 'no answer' : s} ${n}`)
+        .join(', ') || 'none'
+    }; 202 then lost ${p.accepted_202_lost}`,
+  );
   const i = report.invariants;
   row('lost', i.lost);
   row('duplicated', i.duplicated);
@@ -530,14 +604,31 @@ export function table(report: Report): string {
   row('GET /mailbox vs Postgres', `${i.listing_mismatch} mismatches`);
   row('unexpected envelopes', i.unexpected_envelopes);
   const s = report.schedules;
-  row('schedule runs vs envelopes', `${s.runs} runs (ideal clock ${s.ideal_runs}), ${s.envelopes} envelopes, ${s.duplicates} duplicates, all completed: ${s.all_completed}`);
+  row(
+    'schedule runs vs envelopes',
+    `${s.runs} runs (ideal clock ${s.ideal_runs}), ${s.envelopes} envelopes, ${s.duplicates} duplicates, all completed: ${s.all_completed}`,
+  );
   const ls = report.listeners;
-  row('listeners missing / duplicated', `${ls.missing} / ${ls.duplicated} (unexpected ${ls.unexpected}; ${ls.each.map((e) => `${e.handle} ${e.received}/${e.expected} over ${e.connections} connections`).join(', ')})`);
+  row(
+    'listeners missing / duplicated',
+    `${ls.missing} / ${ls.duplicated} (unexpected ${ls.unexpected}; ${ls.each.map((e) => `${e.handle} ${e.received}/${e.expected} over ${e.connections} connections`).join(', ')})`,
+  );
   const r = report.recovery;
-  row('recovery', `${Object.values(r.readyz).filter(Boolean).length}/${Object.keys(r.readyz).length} /readyz 200; final burst ${r.burst_202}/${r.burst_sent} 202, ${r.burst_delivered} delivered; crashes ${r.crashes}; failed starts ${r.start_failures}`);
+  row(
+    'recovery',
+    `${Object.values(r.readyz).filter(Boolean).length}/${Object.keys(r.readyz).length} /readyz 200; final burst ${r.burst_202}/${r.burst_sent} 202, ${r.burst_delivered} delivered; crashes ${r.crashes}; failed starts ${r.start_failures}`,
+  );
   row('result', report.ok ? 'PASS' : `FAIL (${report.failures.length})`);
   const width = Math.max(...rows.map(([label]) => label.length));
   const lines = rows.map(([label, value]) => `| ${label.padEnd(width)} | ${value}`);
   const rule = `+${'-'.repeat(width + 2)}+${'-'.repeat(60)}`;
-  return [rule, ...lines, rule, '', 'per fault kind (requests started while a fault was on):', ...faultTable(report.fault_figures.by_kind), ...report.failures.map((f) => `  ✗ ${f}`)].join('\n');
+  return [
+    rule,
+    ...lines,
+    rule,
+    '',
+    'per fault kind (requests started while a fault was on):',
+    ...faultTable(report.fault_figures.by_kind),
+    ...report.failures.map((f) => `  ✗ ${f}`),
+  ].join('\n');
 }

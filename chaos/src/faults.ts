@@ -65,7 +65,13 @@ export interface Fault {
   drain?: { code: number | null; signal: string | null; ms: number };
 }
 
-const ROLE_OF: Record<string, Role> = { 'kill-api': 'api', 'kill-gateway': 'gateway', 'kill-worker': 'worker', 'outage-api': 'api', 'outage-gateway': 'gateway' };
+const ROLE_OF: Record<string, Role> = {
+  'kill-api': 'api',
+  'kill-gateway': 'gateway',
+  'kill-worker': 'worker',
+  'outage-api': 'api',
+  'outage-gateway': 'gateway',
+};
 
 /**
  * The fault script: at random moments (uniform in [0.5, 1.5] × the mean interval) one fault. Kinds
@@ -109,7 +115,10 @@ export class FaultScript {
       // Kinds not injected yet come first, so that even a short run gets every kind once.
       const counts = this.countByKind();
       const fresh = this.kinds.filter((kind) => counts[kind] === 0);
-      const candidates = [...this.random.shuffle(fresh), ...this.random.shuffle(this.kinds.filter((k) => !fresh.includes(k)))];
+      const candidates = [
+        ...this.random.shuffle(fresh),
+        ...this.random.shuffle(this.kinds.filter((k) => !fresh.includes(k))),
+      ];
       const first = fresh.length > 0 ? candidates[0] : this.random.pick(this.kinds);
       // Not possible right now (its target already down): the next candidate. None possible (a
       // slow restart holds every target): try again each second, so the slot is not lost.
@@ -164,7 +173,9 @@ export class FaultScript {
       return true;
     }
     if (kind === 'sigterm') {
-      const roles = (['api', 'gateway', 'worker'] as const).filter((role) => this.nodes.filter((n) => n.role === role && n.healthy).length >= 2);
+      const roles = (['api', 'gateway', 'worker'] as const).filter(
+        (role) => this.nodes.filter((n) => n.role === role && n.healthy).length >= 2,
+      );
       if (roles.length === 0) return false;
       const role = this.random.pick(roles);
       this.background(this.sigtermNode(this.random.pick(this.nodes.filter((n) => n.role === role && n.healthy))));
@@ -175,7 +186,12 @@ export class FaultScript {
       this.background(this.lockMailbox());
       return true;
     }
-    if (kind === 'slow-postgres' || kind === 'slow-redis' || kind === 'partition-postgres' || kind === 'partition-redis') {
+    if (
+      kind === 'slow-postgres' ||
+      kind === 'slow-redis' ||
+      kind === 'partition-postgres' ||
+      kind === 'partition-redis'
+    ) {
       const proxy = kind.endsWith('postgres') ? this.targets.postgresProxy : this.targets.redisProxy;
       if (this.proxyBusy.has(proxy)) return false;
       this.background(kind.startsWith('slow') ? this.slow(kind, proxy) : this.partition(kind, proxy));
@@ -224,7 +240,13 @@ export class FaultScript {
     this.locking = true;
     const handle = this.random.pick(this.targets.recipients);
     const holdMs = Math.round(this.random.between(4_000, 10_000));
-    const fault: Fault = { kind: 'lock-mailbox', target: handle, at: Date.now(), downMs: holdMs, detail: `mailbox row of ${handle} locked ${holdMs} ms` };
+    const fault: Fault = {
+      kind: 'lock-mailbox',
+      target: handle,
+      at: Date.now(),
+      downMs: holdMs,
+      detail: `mailbox row of ${handle} locked ${holdMs} ms`,
+    };
     this.faults.push(fault);
     log(`FAULT lock-mailbox ${handle} for ${holdMs} ms`);
     const client = new pg.Client({ connectionString: this.targets.databaseUrl, connectionTimeoutMillis: 3_000 });
@@ -232,7 +254,10 @@ export class FaultScript {
     try {
       await client.connect();
       await client.query('begin');
-      await client.query('select 1 from mailboxes where agent_id = (select id from agents where handle = $1) for update', [handle]);
+      await client.query(
+        'select 1 from mailboxes where agent_id = (select id from agents where handle = $1) for update',
+        [handle],
+      );
       await sleep(holdMs - (Date.now() - fault.at));
       await client.query('rollback');
     } catch (error) {
@@ -251,7 +276,13 @@ export class FaultScript {
     const durationMs = Math.round(this.random.between(8_000, 16_000));
     const delay = Math.round(kind === 'slow-postgres' ? this.random.between(10, 60) : this.random.between(20, 150));
     const jitter = Math.round(delay / 2);
-    const fault: Fault = { kind, target: proxy.name, at: Date.now(), downMs: durationMs, detail: `${delay}±${jitter} ms each way for ${durationMs} ms` };
+    const fault: Fault = {
+      kind,
+      target: proxy.name,
+      at: Date.now(),
+      downMs: durationMs,
+      detail: `${delay}±${jitter} ms each way for ${durationMs} ms`,
+    };
     this.faults.push(fault);
     log(`FAULT ${kind}: ${fault.detail}`);
     try {

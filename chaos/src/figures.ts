@@ -83,10 +83,14 @@ export function faultFigures(input: FigureInput): { each: FaultFigures[]; byKind
     const healed = fault.healedAt ?? fault.upAt ?? fault.at + fault.downMs;
     const windowEnd = (fault.upAt ?? Math.max(healed, now)) + GRACE_MS;
     const concerns = (send: Send) => fault.kind !== 'lock-mailbox' || [...send.to, ...send.cc].includes(fault.target);
-    const during = attempts.filter(({ send, attempt }) => attempt.at >= fault.at && attempt.at <= windowEnd && concerns(send));
+    const during = attempts.filter(
+      ({ send, attempt }) => attempt.at >= fault.at && attempt.at <= windowEnd && concerns(send),
+    );
     const failed: Record<string, number> = {};
     for (const { attempt } of during) if (attempt.status !== 202) inc(failed, outcome(attempt));
-    const accepted = new Set(during.filter(({ send, attempt }) => attempt.status === 202 && send.accepted).map(({ send }) => send.id));
+    const accepted = new Set(
+      during.filter(({ send, attempt }) => attempt.status === 202 && send.accepted).map(({ send }) => send.id),
+    );
     const firstOk = attempts
       .filter(({ send, attempt }) => attempt.status === 202 && attempt.at >= healed && concerns(send))
       .reduce((min, { attempt }) => Math.min(min, attempt.at + attempt.ms), Infinity);
@@ -108,18 +112,23 @@ export function faultFigures(input: FigureInput): { each: FaultFigures[]; byKind
     const label = `${fault.kind} ${fault.target} at ${figures.at_s} s`;
     if (figures.recovery_s === null) failures.push(`${label}: never recovered (no 202 after it ended)`);
     if (figures.lost > 0) failures.push(`${label}: ${figures.lost} envelopes answered 202 meanwhile were lost`);
-    if (figures.duplicates > 0) failures.push(`${label}: ${figures.duplicates} envelopes answered 202 meanwhile were duplicated`);
+    if (figures.duplicates > 0)
+      failures.push(`${label}: ${figures.duplicates} envelopes answered 202 meanwhile were duplicated`);
     if (fault.kind === 'sigterm') {
       const drain = fault.drain;
       if (drain && (drain.signal !== null || drain.code !== 0)) {
-        failures.push(`${label}: the drain did not end by itself (exit ${drain.signal ?? drain.code} after ${drain.ms} ms)`);
+        failures.push(
+          `${label}: the drain did not end by itself (exit ${drain.signal ?? drain.code} after ${drain.ms} ms)`,
+        );
       }
       // A request to the draining api must get an answer (202, or 503 with Connection: close) or
       // be refused; a reset means an in-flight request was cut.
       const api = input.apiNames.indexOf(fault.target);
       if (api >= 0) {
         const drainEnd = fault.at + (drain?.ms ?? fault.downMs);
-        const cut = during.filter(({ attempt }) => attempt.api === api && attempt.at <= drainEnd && isReset(attempt)).length;
+        const cut = during.filter(
+          ({ attempt }) => attempt.api === api && attempt.at <= drainEnd && isReset(attempt),
+        ).length;
         if (cut > 0) failures.push(`${label}: ${cut} in-flight requests to the draining node were reset`);
       }
     }
@@ -138,10 +147,13 @@ export function faultFigures(input: FigureInput): { each: FaultFigures[]; byKind
             attempt.at <= (other.upAt ?? now) + GRACE_MS,
         );
       const lockFailed: Record<string, number> = {};
-      for (const { attempt } of during) if (attempt.status !== 202 && attempt.status !== 503 && !apiDown(attempt)) inc(lockFailed, outcome(attempt));
+      for (const { attempt } of during)
+        if (attempt.status !== 202 && attempt.status !== 503 && !apiDown(attempt)) inc(lockFailed, outcome(attempt));
       const other = Object.keys(lockFailed);
       if (other.length > 0) {
-        failures.push(`${label}: sends to the locked mailbox answered ${other.map((s) => `${s}×${lockFailed[s]}`).join(', ')} (only 202 or 503 expected)`);
+        failures.push(
+          `${label}: sends to the locked mailbox answered ${other.map((s) => `${s}×${lockFailed[s]}`).join(', ')} (only 202 or 503 expected)`,
+        );
       }
     }
     return figures;

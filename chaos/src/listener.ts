@@ -82,7 +82,11 @@ export class ChaosListener {
     url.searchParams.set('after_created_at', String(this.cursor.created_at));
     url.searchParams.set('after_envelope_id', this.cursor.envelope_id);
     return new Promise((resolve, reject) => {
-      const ws = new WebSocket(url, { headers: { authorization: `Bearer ${this.token}` }, handshakeTimeout: 10_000, perMessageDeflate: false });
+      const ws = new WebSocket(url, {
+        headers: { authorization: `Bearer ${this.token}` },
+        handshakeTimeout: 10_000,
+        perMessageDeflate: false,
+      });
       this.ws = ws;
       let opened = false;
       this.wake = () => resolve();

@@ -140,7 +140,8 @@ export class LoadGenerator {
     const body = JSON.stringify(this.body(send)); // byte-identical on every retry
     for (let attempt = 0; ; attempt++) {
       const status = await this.attempt(send, body);
-      if (status === 202 || (status >= 400 && status < 500) || attempt >= RETRY_DELAYS_MS.length || this.hardStop) break;
+      if (status === 202 || (status >= 400 && status < 500) || attempt >= RETRY_DELAYS_MS.length || this.hardStop)
+        break;
       await sleep(RETRY_DELAYS_MS[attempt] * this.random.between(0.8, 1.2));
     }
     send.done = true;

@@ -82,7 +82,8 @@ function faultKinds(raw: string | undefined): FaultKind[] {
   if (raw === undefined || raw.trim() === '') return [...FAULT_KINDS];
   const kinds = raw.split(',').map((kind) => kind.trim());
   for (const kind of kinds) {
-    if (!(FAULT_KINDS as readonly string[]).includes(kind)) throw new Error(`ROOST_CHAOS_FAULTS: unknown kind "${kind}" (${FAULT_KINDS.join(', ')})`);
+    if (!(FAULT_KINDS as readonly string[]).includes(kind))
+      throw new Error(`ROOST_CHAOS_FAULTS: unknown kind "${kind}" (${FAULT_KINDS.join(', ')})`);
   }
   return kinds as FaultKind[];
 }
@@ -168,7 +169,9 @@ async function run(s: Settings, world: World): Promise<Report> {
   const postgresProxy = await ProxyProcess.start('postgres', world.postgres.port);
   const redisProxy = await ProxyProcess.start('redis', world.redis.port);
   world.proxies.push(postgresProxy, redisProxy);
-  log(`postgres on ${world.postgres.port} (proxy ${postgresProxy.port}, ${world.root}), redis on ${world.redis.port} (proxy ${redisProxy.port})`);
+  log(
+    `postgres on ${world.postgres.port} (proxy ${postgresProxy.port}, ${world.root}), redis on ${world.redis.port} (proxy ${redisProxy.port})`,
+  );
 
   const epoch = Date.now();
   const sim = (real: number) => Math.floor(epoch + (real - epoch) * SPEED);
@@ -204,13 +207,20 @@ async function run(s: Settings, world: World): Promise<Report> {
   const apis = world.nodes.filter((n) => n.role === 'api');
   const gateways = world.nodes.filter((n) => n.role === 'gateway');
   const apiUrls = () => apis.map((n) => n.url);
-  if (!(await waitFor('readiness', 30_000, async () => (await Promise.all(world.nodes.map((n) => n.ready()))).every(Boolean)))) {
+  if (
+    !(await waitFor('readiness', 30_000, async () =>
+      (await Promise.all(world.nodes.map((n) => n.ready()))).every(Boolean),
+    ))
+  ) {
     throw new Error('the cluster never became ready');
   }
   log(`cluster ready: ${world.nodes.map((n) => `${n.name}:${n.port}`).join(' ')}`);
 
   const agent = async (handle: string): Promise<Agent> => {
-    const reply = await request('POST', `${apis[0].url}/_admin/agents`, { token: adminToken, body: { handle, policy: 'open' } });
+    const reply = await request('POST', `${apis[0].url}/_admin/agents`, {
+      token: adminToken,
+      body: { handle, policy: 'open' },
+    });
     if (reply.status !== 201) throw new Error(`creating ${handle}: ${reply.status} ${JSON.stringify(reply.body)}`);
     return { handle, token: reply.body.token };
   };
@@ -232,17 +242,30 @@ async function run(s: Settings, world: World): Promise<Report> {
     const reply = await request('POST', `${apis[i % 2].url}/schedules`, {
       token: owner.token,
       body: {
-        envelope: { to: [to.handle], subject: `chaos schedule ${i}`, content_parts: [{ type: 'text', text: `scheduled run for ${to.handle}` }] },
+        envelope: {
+          to: [to.handle],
+          subject: `chaos schedule ${i}`,
+          content_parts: [{ type: 'text', text: `scheduled run for ${to.handle}` }],
+        },
         interval_ms: INTERVAL_MS,
         start_at: startAt,
         end_at: endAt,
       },
     });
     if (reply.status !== 201) throw new Error(`creating a schedule: ${reply.status} ${JSON.stringify(reply.body)}`);
-    schedules.push({ id: reply.body.id, owner: owner.handle, to: to.handle, startAt: reply.body.next_run_at, endAt, intervalMs: INTERVAL_MS });
+    schedules.push({
+      id: reply.body.id,
+      owner: owner.handle,
+      to: to.handle,
+      startAt: reply.body.next_run_at,
+      endAt,
+      intervalMs: INTERVAL_MS,
+    });
   }
 
-  world.listeners = recipients.map((r) => new ChaosListener(r.handle, r.token, () => gateways.map((g) => g.url), new Random(random.int(1, 2 ** 30))));
+  world.listeners = recipients.map(
+    (r) => new ChaosListener(r.handle, r.token, () => gateways.map((g) => g.url), new Random(random.int(1, 2 ** 30))),
+  );
   for (const listener of world.listeners) listener.start();
   await waitFor('listeners', 10_000, async () => world.listeners.every((l) => l.connected));
 
@@ -293,7 +316,9 @@ async function run(s: Settings, world: World): Promise<Report> {
   // A last resume from each cursor: must replay nothing twice.
   const before = world.listeners.map((l) => l.replayCompletes);
   for (const listener of world.listeners) listener.reconnect();
-  await waitFor('final resumes', 30_000, async () => world.listeners.every((l, i) => l.replayCompletes > before[i] && l.connected));
+  await waitFor('final resumes', 30_000, async () =>
+    world.listeners.every((l, i) => l.replayCompletes > before[i] && l.connected),
+  );
   await sleep(2_000); // a late duplicate would arrive now
 
   const ready: Record<string, boolean> = {};
@@ -366,15 +391,24 @@ async function main(): Promise<number> {
   const failed = !report?.ok;
   if (failed) {
     for (const node of world.nodes) {
-      if (node.output.length > 0) log(`--- ${node.name} (last lines) ---\n    ${node.output.slice(-15).join('\n    ')}`);
+      if (node.output.length > 0)
+        log(`--- ${node.name} (last lines) ---\n    ${node.output.slice(-15).join('\n    ')}`);
     }
   }
   if (s.logDir) saveLogs(world, s.logDir);
   await cleanup(world, s.keep);
   clearTimeout(watchdog);
   if (report) {
-    const output = { ...report, seed: s.seed, seconds: s.seconds, rate: s.rate, runtime_s: Math.round((Date.now() - started) / 1000) };
-    process.stdout.write(`\nRoost chaos: ${s.seconds} s, seed ${s.seed}, runtime ${output.runtime_s} s\n${table(report)}\n`);
+    const output = {
+      ...report,
+      seed: s.seed,
+      seconds: s.seconds,
+      rate: s.rate,
+      runtime_s: Math.round((Date.now() - started) / 1000),
+    };
+    process.stdout.write(
+      `\nRoost chaos: ${s.seconds} s, seed ${s.seed}, runtime ${output.runtime_s} s\n${table(report)}\n`,
+    );
     if (s.json) writeFileSync(s.json, JSON.stringify(output, null, 2));
   }
   return report?.ok ? 0 : 1;

@@ -55,7 +55,13 @@ export class Node {
     };
   }
 
-  static async create(name: string, role: Role, env: Record<string, string>, script = ROOST_MAIN, keepLines = 300): Promise<Node> {
+  static async create(
+    name: string,
+    role: Role,
+    env: Record<string, string>,
+    script = ROOST_MAIN,
+    keepLines = 300,
+  ): Promise<Node> {
     return new Node(name, role, await freePort(), env, keepLines, script);
   }
 
@@ -93,7 +99,8 @@ export class Node {
           return;
         } catch (error) {
           this.startFailures++;
-          if (attempt % 5 === 0) log(`${this.name}: start failed (${(error as Error).message.split('\n')[0]}); retrying`);
+          if (attempt % 5 === 0)
+            log(`${this.name}: start failed (${(error as Error).message.split('\n')[0]}); retrying`);
           await sleep(Math.min(500 * (attempt + 1), 3_000));
         }
       }
@@ -109,7 +116,9 @@ export class Node {
     void proc.kill().then(({ code, signal }) => {
       const crash: Crash = { at: Date.now(), node: this.name, code, signal, tail: proc.output.slice(-40) };
       this.crashes.push(crash);
-      log(`${this.name}: CRASHED (code ${code}, signal ${signal}); restarting. Last output:\n    ${crash.tail.slice(-40).join('\n    ')}`);
+      log(
+        `${this.name}: CRASHED (code ${code}, signal ${signal}); restarting. Last output:\n    ${crash.tail.slice(-40).join('\n    ')}`,
+      );
     });
     void this.ensureStarted();
   }

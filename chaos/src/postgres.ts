@@ -112,23 +112,43 @@ export class PrivatePostgres {
     const child = spawn(
       join(this.bin, 'postgres'),
       [
-        '-D', this.dataDir,
-        '-p', String(this.port),
-        '-c', 'listen_addresses=127.0.0.1',
-        '-c', `unix_socket_directories=${join(this.root, 'sock')}`,
-        '-c', 'fsync=on',
-        '-c', 'synchronous_commit=on',
-        '-c', 'full_page_writes=on',
-        '-c', 'max_connections=300',
-        '-c', 'shared_buffers=64MB',
-        '-c', 'log_connections=off',
+        '-D',
+        this.dataDir,
+        '-p',
+        String(this.port),
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        `unix_socket_directories=${join(this.root, 'sock')}`,
+        '-c',
+        'fsync=on',
+        '-c',
+        'synchronous_commit=on',
+        '-c',
+        'full_page_writes=on',
+        '-c',
+        'max_connections=300',
+        '-c',
+        'shared_buffers=64MB',
+        '-c',
+        'log_connections=off',
       ],
-      { cwd: this.root, env: { PATH: process.env.PATH ?? '', LANG: 'C' }, stdio: ['ignore', 'pipe', 'pipe'], ...(this.user ?? {}) },
+      {
+        cwd: this.root,
+        env: { PATH: process.env.PATH ?? '', LANG: 'C' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        ...(this.user ?? {}),
+      },
     );
     this.child = child;
     this.exited = new Promise((done) => child.once('exit', () => done()));
     const keep = (chunk: Buffer) => {
-      this.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
+      this.output.push(
+        ...chunk
+          .toString()
+          .split('\n')
+          .filter((line) => line !== ''),
+      );
       if (this.output.length > 200) this.output.splice(0, this.output.length - 200);
     };
     child.stdout.on('data', keep);

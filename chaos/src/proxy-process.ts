@@ -7,7 +7,9 @@ import { TcpProxy } from './proxy';
  * slow down with it and turn every fault into a harness-made Postgres slowdown. In its own process
  * the proxy forwards at loopback speed whatever the runner is doing.
  */
-type Command = { id: number; op: 'delay'; ms: number; jitterMs: number } | { id: number; op: 'partition' | 'cut' | 'heal' | 'stats' | 'close' };
+type Command =
+  | { id: number; op: 'delay'; ms: number; jitterMs: number }
+  | { id: number; op: 'partition' | 'cut' | 'heal' | 'stats' | 'close' };
 
 export class ProxyProcess {
   private next = 0;
@@ -25,7 +27,9 @@ export class ProxyProcess {
   }
 
   static async start(name: string, upstreamPort: number): Promise<ProxyProcess> {
-    const child = fork(__filename, ['--proxy', name, String(upstreamPort)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(__filename, ['--proxy', name, String(upstreamPort)], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     const port = await new Promise<number>((done, fail) => {
       child.once('message', (message: { port: number }) => done(message.port));
       child.once('exit', (code) => fail(new Error(`proxy ${name} exited with ${code} before listening`)));

@@ -107,7 +107,9 @@ export class TcpProxy {
 
   private accept(client: Socket): void {
     this.accepted++;
-    const link = new Link(this, client, () => connect({ port: this.upstreamPort, host: this.upstreamHost, noDelay: true }));
+    const link = new Link(this, client, () =>
+      connect({ port: this.upstreamPort, host: this.upstreamHost, noDelay: true }),
+    );
     this.links.add(link);
     link.onClose = () => this.links.delete(link);
     if (this.mode === 'partition') link.pause();

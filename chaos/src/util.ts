@@ -65,7 +65,12 @@ export async function request(
   const response = await fetch(url, {
     method,
     headers,
-    body: options.body === undefined ? undefined : typeof options.body === 'string' ? options.body : JSON.stringify(options.body),
+    body:
+      options.body === undefined
+        ? undefined
+        : typeof options.body === 'string'
+          ? options.body
+          : JSON.stringify(options.body),
     signal: AbortSignal.timeout(options.timeoutMs ?? 15_000),
   });
   const text = await response.text();

@@ -60,7 +60,9 @@ export function hasKey(object: unknown, key: string, what = ''): void {
 export function expectStatus(reply: Reply, status: number | number[], what = ''): void {
   const wanted = Array.isArray(status) ? status : [status];
   if (!wanted.includes(reply.status)) {
-    throw new Failure(`${where(what)}${reply.method} ${reply.path} → expected ${wanted.join('|')}, got ${reply.status} ${show(reply.text, 200)}`);
+    throw new Failure(
+      `${where(what)}${reply.method} ${reply.path} → expected ${wanted.join('|')}, got ${reply.status} ${show(reply.text, 200)}`,
+    );
   }
 }
 
@@ -68,7 +70,9 @@ export function expectStatus(reply: Reply, status: number | number[], what = '')
 export function expectError(reply: Reply, status: number, code: string, what = ''): void {
   const got = reply.body?.error?.code;
   if (reply.status !== status || got !== code) {
-    throw new Failure(`${where(what)}${reply.method} ${reply.path} → expected ${status} ${code}, got ${reply.status} ${show(reply.text, 200)}`);
+    throw new Failure(
+      `${where(what)}${reply.method} ${reply.path} → expected ${status} ${code}, got ${reply.status} ${show(reply.text, 200)}`,
+    );
   }
 }
 
@@ -77,7 +81,9 @@ export function keyOrder(object: Record<string, unknown>, reference: readonly st
   const present = Object.keys(object).filter((key) => reference.includes(key));
   const expected = reference.filter((key) => Object.prototype.hasOwnProperty.call(object, key));
   if (!deepEqual(present, expected)) {
-    throw new Failure(`${where(what)}key order ${present.join(',')} differs from the reference order ${expected.join(',')}`);
+    throw new Failure(
+      `${where(what)}key order ${present.join(',')} differs from the reference order ${expected.join(',')}`,
+    );
   }
 }
 

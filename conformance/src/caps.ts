@@ -31,7 +31,9 @@ export const caps = {
     run.capability('discovery', async () => {
       const probe = await run.probe();
       const status = await routeStatus(run, 'GET', `/agents/${probe.owner}/${probe.name}`);
-      return status === 200 ? null : `target lacks agent discovery (GET /agents/{owner}/{name} of the caller → ${status})`;
+      return status === 200
+        ? null
+        : `target lacks agent discovery (GET /agents/{owner}/{name} of the caller → ${status})`;
     }),
   outFeed: (run: Run) =>
     run.capability('out-feed', async () => {
@@ -56,7 +58,9 @@ export const caps = {
   guard: (run: Run) =>
     run.capability('guard', async () => {
       const probe = await run.probe();
-      const body = envelope(probe.handle, { content_parts: [{ type: 'text', text: `deploy with ${fakeAwsKey()} please` }] });
+      const body = envelope(probe.handle, {
+        content_parts: [{ type: 'text', text: `deploy with ${fakeAwsKey()} please` }],
+      });
       const reply = await run.http.post('/messages', body, probe.token, { validate: false });
       if (reply.status === 202 && Array.isArray(reply.body?.warnings)) return null;
       if (reply.status === 422 && reply.body?.error?.code === 'CONTENT_BLOCKED') return null;
@@ -88,4 +92,3 @@ export const caps = {
       }
     }),
 };
-

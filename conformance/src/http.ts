@@ -56,13 +56,20 @@ export class Http {
     if (typeof options.body === 'string' || Buffer.isBuffer(options.body)) body = options.body;
     else if (options.body !== undefined) {
       body = JSON.stringify(options.body);
-      if (!Object.keys(headers).some((key) => key.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+      if (!Object.keys(headers).some((key) => key.toLowerCase() === 'content-type'))
+        headers['content-type'] = 'application/json';
     }
     for (let attempt = 0; ; attempt++) {
       this.stats.requests++;
       let response: Response;
       try {
-        response = await fetch(this.url(path), { method, headers, body, redirect: 'manual', signal: AbortSignal.timeout(this.timeoutMs) });
+        response = await fetch(this.url(path), {
+          method,
+          headers,
+          body,
+          redirect: 'manual',
+          signal: AbortSignal.timeout(this.timeoutMs),
+        });
       } catch (error) {
         throw new Failure(`${method} ${path}: no HTTP response (${causeText(error)})`, { cause: error });
       }
@@ -114,7 +121,9 @@ function parse<T>(method: string, path: string, response: Response, bytes: Buffe
     try {
       body = JSON.parse(text);
     } catch {
-      throw new Failure(`${method} ${path} → ${response.status}: Content-Type says JSON but the body does not parse: ${show(text, 200)}`);
+      throw new Failure(
+        `${method} ${path} → ${response.status}: Content-Type says JSON but the body does not parse: ${show(text, 200)}`,
+      );
     }
   }
   return { method, path, status: response.status, headers: response.headers, text, bytes, body: body as T };
@@ -126,14 +135,20 @@ function check(reply: Reply): void {
   const schema = responseSchemaFor(reply.method, route, reply.status);
   if (reply.status >= 400) {
     if (!isJson(reply.headers)) {
-      throw new Failure(`${reply.method} ${reply.path} → ${reply.status} is not a JSON error body (Content-Type ${reply.headers.get('content-type')}): ${show(reply.text, 200)}`);
+      throw new Failure(
+        `${reply.method} ${reply.path} → ${reply.status} is not a JSON error body (Content-Type ${reply.headers.get('content-type')}): ${show(reply.text, 200)}`,
+      );
     }
   } else if (schema !== undefined && !isJson(reply.headers)) {
-    throw new Failure(`${reply.method} ${reply.path} → ${reply.status}: expected JSON (${schema}), got Content-Type ${reply.headers.get('content-type')}`);
+    throw new Failure(
+      `${reply.method} ${reply.path} → ${reply.status}: expected JSON (${schema}), got Content-Type ${reply.headers.get('content-type')}`,
+    );
   }
   if (schema === undefined || !isJson(reply.headers)) return;
   const violations = responseViolations(schema, reply.body);
   if (violations.length > 0) {
-    throw new Failure(`${reply.method} ${reply.path} → ${reply.status} violates the ${schema} schema: ${violations.slice(0, 3).join('; ')} — body ${show(reply.text, 300)}`);
+    throw new Failure(
+      `${reply.method} ${reply.path} → ${reply.status} violates the ${schema} schema: ${violations.slice(0, 3).join('; ')} — body ${show(reply.text, 300)}`,
+    );
   }
 }

@@ -57,30 +57,70 @@ function parseArgs(argv: string[]): { options: Options; list: boolean } {
   let groups = new Set<Group>(GROUPS);
   let extensions = true;
   let list = false;
-  const options: Partial<Options> = { verbose: false, keepAgents: false, wsSettleMs: 300, quietMs: 500, frameTimeoutMs: 10_000, testTimeoutMs: 120_000, concurrency: 4 };
+  const options: Partial<Options> = {
+    verbose: false,
+    keepAgents: false,
+    wsSettleMs: 300,
+    quietMs: 500,
+    frameTimeoutMs: 10_000,
+    testTimeoutMs: 120_000,
+    concurrency: 4,
+  };
   for (let i = 0; i < argv.length; i++) {
     const flag = argv[i];
     switch (flag) {
-      case '--url': url = value(flag, i++); break;
-      case '--admin-token': adminToken = value(flag, i++); break;
-      case '--json': options.json = value(flag, i++); break;
-      case '--public-url': publicUrl = value(flag, i++); break;
-      case '--only': options.only = new RegExp(value(flag, i++)); break;
+      case '--url':
+        url = value(flag, i++);
+        break;
+      case '--admin-token':
+        adminToken = value(flag, i++);
+        break;
+      case '--json':
+        options.json = value(flag, i++);
+        break;
+      case '--public-url':
+        publicUrl = value(flag, i++);
+        break;
+      case '--only':
+        options.only = new RegExp(value(flag, i++));
+        break;
       case '--group': {
-        const names = value(flag, i++).split(',').map((g) => g.trim()).filter(Boolean);
-        for (const name of names) if (!(GROUPS as readonly string[]).includes(name)) throw new Error(`unknown group ${name}`);
+        const names = value(flag, i++)
+          .split(',')
+          .map((g) => g.trim())
+          .filter(Boolean);
+        for (const name of names)
+          if (!(GROUPS as readonly string[]).includes(name)) throw new Error(`unknown group ${name}`);
         groups = new Set(names as Group[]);
         break;
       }
-      case '--no-extensions': extensions = false; break;
-      case '--ws-settle-ms': options.wsSettleMs = int(flag, value(flag, i++)); break;
-      case '--quiet-ms': options.quietMs = int(flag, value(flag, i++)); break;
-      case '--frame-timeout-ms': options.frameTimeoutMs = int(flag, value(flag, i++)); break;
-      case '--test-timeout-ms': options.testTimeoutMs = int(flag, value(flag, i++)); break;
-      case '--concurrency': options.concurrency = Math.max(1, int(flag, value(flag, i++))); break;
-      case '--keep-agents': options.keepAgents = true; break;
-      case '--verbose': options.verbose = true; break;
-      case '--list': list = true; break;
+      case '--no-extensions':
+        extensions = false;
+        break;
+      case '--ws-settle-ms':
+        options.wsSettleMs = int(flag, value(flag, i++));
+        break;
+      case '--quiet-ms':
+        options.quietMs = int(flag, value(flag, i++));
+        break;
+      case '--frame-timeout-ms':
+        options.frameTimeoutMs = int(flag, value(flag, i++));
+        break;
+      case '--test-timeout-ms':
+        options.testTimeoutMs = int(flag, value(flag, i++));
+        break;
+      case '--concurrency':
+        options.concurrency = Math.max(1, int(flag, value(flag, i++)));
+        break;
+      case '--keep-agents':
+        options.keepAgents = true;
+        break;
+      case '--verbose':
+        options.verbose = true;
+        break;
+      case '--list':
+        list = true;
+        break;
       case '-h':
       case '--help':
         process.stdout.write(`${USAGE}\n`);
@@ -109,7 +149,10 @@ async function runOne(run: Run, def: TestDef, index: number): Promise<Result> {
   const t = new T(run, def, index);
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Failure(`test timed out after ${run.options.testTimeoutMs} ms`)), run.options.testTimeoutMs);
+    timer = setTimeout(
+      () => reject(new Failure(`test timed out after ${run.options.testTimeoutMs} ms`)),
+      run.options.testTimeoutMs,
+    );
   });
   const result = (status: Result['status'], reason?: string): Result => ({
     id: def.id,
@@ -126,7 +169,10 @@ async function runOne(run: Run, def: TestDef, index: number): Promise<Result> {
   } catch (error) {
     if (error instanceof Skip) return result('SKIP', error.message);
     if (error instanceof Failure) return result('FAIL', error.message);
-    return result('FAIL', `unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    return result(
+      'FAIL',
+      `unexpected error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+    );
   } finally {
     clearTimeout(timer);
     t.close();
@@ -162,15 +208,20 @@ async function runAll(run: Run, selected: readonly TestDef[], report: (result: R
 async function preflight(run: Run): Promise<void> {
   let status: number;
   try {
-    status = (await fetch(`${run.options.url}/_admin/agents`, {
-      headers: { authorization: `Bearer ${run.options.adminToken}` },
-      signal: AbortSignal.timeout(15_000),
-    })).status;
+    status = (
+      await fetch(`${run.options.url}/_admin/agents`, {
+        headers: { authorization: `Bearer ${run.options.adminToken}` },
+        signal: AbortSignal.timeout(15_000),
+      })
+    ).status;
   } catch (error) {
     throw new Error(`${run.options.url} is not reachable: ${causeText(error)}`, { cause: error });
   }
   if (status === 401) throw new Error('the admin token was refused (GET /_admin/agents → 401)');
-  if (status !== 200) throw new Error(`GET /_admin/agents → ${status}: the suite provisions its agents through /_admin/agents (ASMTP.md §1.4)`);
+  if (status !== 200)
+    throw new Error(
+      `GET /_admin/agents → ${status}: the suite provisions its agents through /_admin/agents (ASMTP.md §1.4)`,
+    );
 }
 
 async function main(): Promise<number> {
@@ -182,7 +233,9 @@ async function main(): Promise<number> {
     return 2;
   }
   const { options, list } = parsed;
-  const selected = registeredTests().filter((def) => options.groups.has(def.group) && (!options.only || options.only.test(def.id)));
+  const selected = registeredTests().filter(
+    (def) => options.groups.has(def.group) && (!options.only || options.only.test(def.id)),
+  );
   if (list) {
     for (const def of selected) process.stdout.write(`${def.id} ${def.title}\n`);
     return 0;
@@ -194,7 +247,9 @@ async function main(): Promise<number> {
     process.stderr.write(`conformance: ${(error as Error).message}\n`);
     return 2;
   }
-  process.stdout.write(`ASMTP conformance against ${options.url} (groups ${[...options.groups].join(', ')}; owner prefix ${run.prefix})\n`);
+  process.stdout.write(
+    `ASMTP conformance against ${options.url} (groups ${[...options.groups].join(', ')}; owner prefix ${run.prefix})\n`,
+  );
   const started = Date.now();
   const results = await runAll(run, selected, (result) => {
     const reason = result.reason !== undefined ? ` — ${result.reason}` : '';
@@ -204,19 +259,27 @@ async function main(): Promise<number> {
   if (!options.keepAgents) {
     const cleaned = await run.cleanup();
     if (options.verbose || cleaned.failed > 0) {
-      process.stdout.write(`cleanup: deleted ${cleaned.agents - cleaned.failed} of ${cleaned.agents} agents and ${run.orgs.size} organizations\n`);
+      process.stdout.write(
+        `cleanup: deleted ${cleaned.agents - cleaned.failed} of ${cleaned.agents} agents and ${run.orgs.size} organizations\n`,
+      );
     }
   }
   const passed = results.filter((r) => r.status === 'PASS').length;
   const failed = results.filter((r) => r.status === 'FAIL').length;
   const skipped = results.filter((r) => r.status === 'SKIP').length;
   const byGroup = Object.fromEntries(
-    [...options.groups].filter((group) => results.some((r) => r.group === group)).map((group) => {
-      const count = (status: Result['status']) => results.filter((r) => r.group === group && r.status === status).length;
-      return [group, { passed: count('PASS'), failed: count('FAIL'), skipped: count('SKIP') }];
-    }),
+    [...options.groups]
+      .filter((group) => results.some((r) => r.group === group))
+      .map((group) => {
+        const count = (status: Result['status']) =>
+          results.filter((r) => r.group === group && r.status === status).length;
+        return [group, { passed: count('PASS'), failed: count('FAIL'), skipped: count('SKIP') }];
+      }),
   );
-  if (options.verbose) process.stdout.write(`${run.http.stats.requests} requests, ${run.http.stats.retried429} retried after 429, ${Date.now() - started} ms\n`);
+  if (options.verbose)
+    process.stdout.write(
+      `${run.http.stats.requests} requests, ${run.http.stats.retried429} retried after 429, ${Date.now() - started} ms\n`,
+    );
   if (options.json) {
     const report = {
       target: options.url,
@@ -231,7 +294,9 @@ async function main(): Promise<number> {
     writeFileSync(options.json, `${JSON.stringify(report, null, 2)}\n`);
   }
   for (const [group, totals] of Object.entries(byGroup)) {
-    process.stdout.write(`group ${group}: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped\n`);
+    process.stdout.write(
+      `group ${group}: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped\n`,
+    );
   }
   process.stdout.write(`${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   return failed > 0 ? 1 : 0;

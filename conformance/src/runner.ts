@@ -19,7 +19,13 @@ export interface TestDef {
 const registry: TestDef[] = [];
 
 /** Register a test; tests run in registration order. */
-export function test(group: Group, id: string, title: string, run: (t: T) => Promise<void>, options: { exclusive?: boolean } = {}): void {
+export function test(
+  group: Group,
+  id: string,
+  title: string,
+  run: (t: T) => Promise<void>,
+  options: { exclusive?: boolean } = {},
+): void {
   if (registry.some((def) => def.id === id)) throw new Error(`duplicate test id ${id}`);
   registry.push({ id, group, title, exclusive: options.exclusive ?? false, run });
 }
@@ -75,11 +81,16 @@ export class Run {
     this.http = new Http(options.url);
   }
 
-  async provision(handle: string, policy: 'open' | 'allowlist' | undefined, fields: Record<string, unknown> = {}): Promise<Agent> {
+  async provision(
+    handle: string,
+    policy: 'open' | 'allowlist' | undefined,
+    fields: Record<string, unknown> = {},
+  ): Promise<Agent> {
     const body: Record<string, unknown> = { handle, ...fields };
     if (policy !== undefined) body.policy = policy;
     const reply = await this.http.post('/_admin/agents', body, this.options.adminToken);
-    if (reply.status !== 201) throw new Failure(`provisioning ${handle}: POST /_admin/agents → ${reply.status} ${reply.text.slice(0, 200)}`);
+    if (reply.status !== 201)
+      throw new Failure(`provisioning ${handle}: POST /_admin/agents → ${reply.status} ${reply.text.slice(0, 200)}`);
     this.agents.set(handle, reply.body.token);
     const [owner, name] = handle.slice(1).split('.');
     return { handle, token: reply.body.token as string, owner, name };
@@ -109,7 +120,9 @@ export class Run {
       await Promise.all(
         handles.slice(i, i + 8).map(async (handle) => {
           try {
-            const reply = await this.http.delete(`/_admin/agents/${encodeURIComponent(handle)}`, token, { validate: false });
+            const reply = await this.http.delete(`/_admin/agents/${encodeURIComponent(handle)}`, token, {
+              validate: false,
+            });
             if (reply.status !== 204 && reply.status !== 404) failed++;
           } catch {
             failed++;
@@ -182,10 +195,16 @@ export class T {
   async connect(agent: Agent | undefined, options: ConnectOptions = {}, label?: string): Promise<Socket> {
     let socket: Socket;
     try {
-      socket = await connect(this.options.url, { token: agent?.token, ...options }, label ?? `socket of ${agent?.handle ?? 'nobody'}`);
+      socket = await connect(
+        this.options.url,
+        { token: agent?.token, ...options },
+        label ?? `socket of ${agent?.handle ?? 'nobody'}`,
+      );
     } catch (error) {
       const status = (error as { status?: number }).status;
-      throw new Failure(`WebSocket upgrade to /connect${status !== undefined ? ` refused with ${status}: ${(error as { text?: string }).text ?? ''}` : ` failed: ${(error as Error).message}`}`);
+      throw new Failure(
+        `WebSocket upgrade to /connect${status !== undefined ? ` refused with ${status}: ${(error as { text?: string }).text ?? ''}` : ` failed: ${(error as Error).message}`}`,
+      );
     }
     this.sockets.push(socket);
     return socket;
@@ -222,7 +241,10 @@ export class T {
   }
 
   /** POST /messages that must be accepted (202); returns the 202 body. */
-  async sent(agent: Agent, body: Record<string, unknown>): Promise<{ id: string; created_at: number; received_ms: number; recipients: Array<{ handle: string }> }> {
+  async sent(
+    agent: Agent,
+    body: Record<string, unknown>,
+  ): Promise<{ id: string; created_at: number; received_ms: number; recipients: Array<{ handle: string }> }> {
     const reply = await this.send(agent, body);
     expectStatus(reply, 202, 'send');
     return reply.body;

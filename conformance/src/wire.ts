@@ -56,12 +56,58 @@ export const ORIGIN = { created_at: 0, envelope_id: `01${'0'.repeat(24)}` };
 
 /** Reference key orders (ASMTP.md §1.4, §2.1, §2.5, §3.5, §6.3). */
 /** `envelope.notify` push frames (§6.3). */
-export const FRAME_KEYS = ['op', 'id', 'from', 'to', 'cc', 'subject', 'in_reply_to', 'type_hint', 'size_hint', 'created_at', 'date_ms'] as const;
+export const FRAME_KEYS = [
+  'op',
+  'id',
+  'from',
+  'to',
+  'cc',
+  'subject',
+  'in_reply_to',
+  'type_hint',
+  'size_hint',
+  'created_at',
+  'date_ms',
+] as const;
 /** `GET /mailbox` headers (§3.5): the reference lists them in another order than it pushes them. */
-export const LISTING_KEYS = ['op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'cc', 'subject', 'in_reply_to', 'size_hint', 'direction', 'unread'] as const;
-export const BODY_KEYS = ['id', 'from', 'to', 'date_ms', 'content_parts', 'cc', 'subject', 'in_reply_to', 'references', 'monitor'] as const;
+export const LISTING_KEYS = [
+  'op',
+  'id',
+  'from',
+  'to',
+  'type_hint',
+  'created_at',
+  'date_ms',
+  'cc',
+  'subject',
+  'in_reply_to',
+  'size_hint',
+  'direction',
+  'unread',
+] as const;
+export const BODY_KEYS = [
+  'id',
+  'from',
+  'to',
+  'date_ms',
+  'content_parts',
+  'cc',
+  'subject',
+  'in_reply_to',
+  'references',
+  'monitor',
+] as const;
 export const ACCEPTED_KEYS = ['id', 'received_ms', 'created_at', 'recipients'] as const;
-export const ADMIN_AGENT_KEYS = ['handle', 'token', 'policy', 'allowlist', 'display_name', 'description', 'card_body', 'visibility'] as const;
+export const ADMIN_AGENT_KEYS = [
+  'handle',
+  'token',
+  'policy',
+  'allowlist',
+  'display_name',
+  'description',
+  'card_body',
+  'visibility',
+] as const;
 export const FACT_KEYS = ['op', 'monitor', 'envelope_id', 'recipient_handle', 'fact', 'at_ms'] as const;
 
 /**

@@ -73,11 +73,17 @@ export class Socket {
     const schema = frame.op === 'envelope.notify' ? 'header' : frame.op === 'monitor.fact' ? 'monitor-fact' : undefined;
     if (schema) {
       const violations = responseViolations(schema, frame);
-      if (violations.length > 0) this.violations.push(`${this.label}: ${frame.op} frame violates ${schema}: ${violations.slice(0, 2).join('; ')} — ${show(text, 200)}`);
+      if (violations.length > 0)
+        this.violations.push(
+          `${this.label}: ${frame.op} frame violates ${schema}: ${violations.slice(0, 2).join('; ')} — ${show(text, 200)}`,
+        );
       return;
     }
     if (CONTROL_OPS.has(frame.op)) {
-      if (!this.resuming) this.violations.push(`${this.label}: ${frame.op} on a socket that did not ask to resume (extensions must be opt-in)`);
+      if (!this.resuming)
+        this.violations.push(
+          `${this.label}: ${frame.op} on a socket that did not ask to resume (extensions must be opt-in)`,
+        );
       return;
     }
     this.violations.push(`${this.label}: unknown frame op ${show(frame.op)}: ${show(text, 120)}`);
@@ -112,7 +118,9 @@ export class Socket {
     while (!predicate()) {
       const left = deadline - Date.now();
       if (left <= 0) {
-        throw new Failure(`${this.label}: timed out after ${timeoutMs} ms waiting for ${what} (${this.frames.length} frames${this.closeCode !== undefined ? `, closed ${this.closeCode}` : ''})`);
+        throw new Failure(
+          `${this.label}: timed out after ${timeoutMs} ms waiting for ${what} (${this.frames.length} frames${this.closeCode !== undefined ? `, closed ${this.closeCode}` : ''})`,
+        );
       }
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 200));
@@ -174,12 +182,14 @@ export function connect(baseUrl: string, options: ConnectOptions = {}, label = '
         } catch {
           // not JSON
         }
-        reject(Object.assign(new Error(`upgrade refused: ${response.statusCode}`), {
-          status: response.statusCode ?? 0,
-          body,
-          text,
-          headers: response.headers,
-        }));
+        reject(
+          Object.assign(new Error(`upgrade refused: ${response.statusCode}`), {
+            status: response.statusCode ?? 0,
+            body,
+            text,
+            headers: response.headers,
+          }),
+        );
       });
     });
     ws.once('error', (error) => reject(error));

@@ -40,10 +40,35 @@ export const ALLOWED: Record<Unit, readonly Unit[]> = {
   'lib:core': ['lib:db', 'lib:bus', 'lib:jobs', 'lib:schemas', 'lib:domain', 'lib:config', 'lib:metrics'],
   'lib:mcp': ['lib:client'],
   'lib:testcontainers': ['lib:client'],
-  'app:api': ['lib:core', 'lib:http', 'lib:db', 'lib:bus', 'lib:jobs', 'lib:schemas', 'lib:domain', 'lib:config', 'lib:metrics', 'lib:client', 'lib:mcp'],
+  'app:api': [
+    'lib:core',
+    'lib:http',
+    'lib:db',
+    'lib:bus',
+    'lib:jobs',
+    'lib:schemas',
+    'lib:domain',
+    'lib:config',
+    'lib:metrics',
+    'lib:client',
+    'lib:mcp',
+  ],
   'app:gateway': ['lib:core', 'lib:http', 'lib:db', 'lib:bus', 'lib:domain', 'lib:config', 'lib:metrics'],
   'app:worker': ['lib:core', 'lib:db', 'lib:bus', 'lib:jobs', 'lib:domain', 'lib:config', 'lib:metrics'],
-  'app:roost': ['app:api', 'app:gateway', 'app:worker', 'lib:core', 'lib:http', 'lib:db', 'lib:bus', 'lib:jobs', 'lib:schemas', 'lib:domain', 'lib:config', 'lib:metrics'],
+  'app:roost': [
+    'app:api',
+    'app:gateway',
+    'app:worker',
+    'lib:core',
+    'lib:http',
+    'lib:db',
+    'lib:bus',
+    'lib:jobs',
+    'lib:schemas',
+    'lib:domain',
+    'lib:config',
+    'lib:metrics',
+  ],
   // `roost serve` loads the embedded operator (#roost, #config); the published package replaces it.
   'app:cli': ['lib:client', 'lib:mcp', 'app:roost', 'lib:config'],
   'tool:conformance': ['lib:client', 'lib:schemas'],
@@ -68,8 +93,12 @@ export function unitOf(file: string): Unit {
 
 /** The `#` aliases of package.json `imports`, to the source file each names for TypeScript. */
 export function readAliases(root: string): Record<string, string> {
-  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { imports: Record<string, { types: string }> };
-  return Object.fromEntries(Object.entries(pkg.imports).map(([alias, target]) => [alias, target.types.replace(/^\.\//, '')]));
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+    imports: Record<string, { types: string }>;
+  };
+  return Object.fromEntries(
+    Object.entries(pkg.imports).map(([alias, target]) => [alias, target.types.replace(/^\.\//, '')]),
+  );
 }
 
 function sourceFiles(root: string): string[] {
@@ -93,21 +122,33 @@ export function importsOf(text: string): Array<{ specifier: string; typeOnly: bo
   const visit = (node: ts.Node): void => {
     if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
       const clause = node.importClause;
-      const named = clause?.namedBindings && ts.isNamedImports(clause.namedBindings) ? clause.namedBindings.elements : undefined;
-      const typeOnly = !!clause && (clause.isTypeOnly || (!clause.name && !!named && named.length > 0 && named.every((e) => e.isTypeOnly)));
+      const named =
+        clause?.namedBindings && ts.isNamedImports(clause.namedBindings) ? clause.namedBindings.elements : undefined;
+      const typeOnly =
+        !!clause &&
+        (clause.isTypeOnly || (!clause.name && !!named && named.length > 0 && named.every((e) => e.isTypeOnly)));
       found.push({ specifier: node.moduleSpecifier.text, typeOnly });
     } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
       found.push({ specifier: node.moduleSpecifier.text, typeOnly: node.isTypeOnly });
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+    } else if (
+      ts.isImportTypeNode(node) &&
+      ts.isLiteralTypeNode(node.argument) &&
+      ts.isStringLiteral(node.argument.literal)
+    ) {
       found.push({ specifier: node.argument.literal.text, typeOnly: true });
     } else if (
       ts.isCallExpression(node) &&
-      (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require')) &&
+      (node.expression.kind === ts.SyntaxKind.ImportKeyword ||
+        (ts.isIdentifier(node.expression) && node.expression.text === 'require')) &&
       node.arguments.length === 1 &&
       ts.isStringLiteral(node.arguments[0])
     ) {
       found.push({ specifier: node.arguments[0].text, typeOnly: false });
-    } else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference) && ts.isStringLiteral(node.moduleReference.expression)) {
+    } else if (
+      ts.isImportEqualsDeclaration(node) &&
+      ts.isExternalModuleReference(node.moduleReference) &&
+      ts.isStringLiteral(node.moduleReference.expression)
+    ) {
       found.push({ specifier: node.moduleReference.expression.text, typeOnly: node.isTypeOnly });
     }
     ts.forEachChild(node, visit);
@@ -126,7 +167,9 @@ export function buildGraph(root: string): Graph {
       let to: string;
       if (specifier in aliases) to = aliases[specifier];
       else if (specifier.startsWith('.')) {
-        const base = relative(root, resolve(root, dirname(file), specifier)).split(sep).join('/');
+        const base = relative(root, resolve(root, dirname(file), specifier))
+          .split(sep)
+          .join('/');
         to = [base, ...EXTENSIONS.map((ext) => base + ext)].find((candidate) => known.has(candidate)) ?? base;
       } else to = specifier;
       edges.push({ from: file, to, specifier, typeOnly });
@@ -136,9 +179,13 @@ export function buildGraph(root: string): Graph {
 }
 
 const packageName = (specifier: string): string =>
-  specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
+  specifier
+    .split('/')
+    .slice(0, specifier.startsWith('@') ? 2 : 1)
+    .join('/');
 
-const isBuiltin = (specifier: string): boolean => specifier.startsWith('node:') || builtinModules.includes(packageName(specifier));
+const isBuiltin = (specifier: string): boolean =>
+  specifier.startsWith('node:') || builtinModules.includes(packageName(specifier));
 
 /** Imports that break a layering rule, one readable line each. */
 export function forbiddenEdges(graph: Graph, root: string): string[] {
@@ -151,12 +198,16 @@ export function forbiddenEdges(graph: Graph, root: string): string[] {
     if (files.has(to)) {
       const target = unitOf(to);
       if (target === source) {
-        if (specifier.startsWith('#')) problems.push(`${from} imports its own unit through ${specifier} (a cycle through the index); use a relative path`);
+        if (specifier.startsWith('#'))
+          problems.push(
+            `${from} imports its own unit through ${specifier} (a cycle through the index); use a relative path`,
+          );
         continue;
       }
       if (!rules) continue; // bench, chaos and test may use anything
       if (!rules.includes(target)) problems.push(`${from} → ${to}: ${source} may not import ${target}`);
-      else if (!specifier.startsWith('#')) problems.push(`${from} → ${to}: another unit is imported by its # alias, not by path (${specifier})`);
+      else if (!specifier.startsWith('#'))
+        problems.push(`${from} → ${to}: another unit is imported by its # alias, not by path (${specifier})`);
     } else if ((specifier.endsWith('.json') && existsSync(join(root, to))) || existsSync(join(root, `${to}.d.ts`))) {
       continue; // data, or a declaration file (generated types)
     } else if (specifier.startsWith('.') || specifier.startsWith('#')) {
@@ -165,7 +216,8 @@ export function forbiddenEdges(graph: Graph, root: string): string[] {
       const banned = FORBIDDEN_PACKAGES[source] ?? [];
       const name = packageName(specifier);
       const allowedByException = banned.includes(`!${name}`);
-      if (!allowedByException && (banned.includes(name) || banned.includes('*'))) problems.push(`${from}: ${source} may not import the package ${name}`);
+      if (!allowedByException && (banned.includes(name) || banned.includes('*')))
+        problems.push(`${from}: ${source} may not import the package ${name}`);
     }
   }
   return problems;

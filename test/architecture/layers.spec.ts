@@ -43,8 +43,8 @@ describe('the check itself', () => {
     root = mkdtempSync(join(tmpdir(), 'roost-layers-'));
     write({
       'package.json': JSON.stringify(aliases),
-      'libs/db/src/index.ts': "export const db = 1;\n",
-      'libs/http/src/index.ts': "export const http = 1;\n",
+      'libs/db/src/index.ts': 'export const db = 1;\n',
+      'libs/http/src/index.ts': 'export const http = 1;\n',
       'libs/core/src/index.ts': "import { db } from '#db';\nexport const core = db;\n",
     });
   });
@@ -62,8 +62,12 @@ describe('the check itself', () => {
   });
 
   it('fails on a package a lib may not use (fastify in core)', () => {
-    write({ 'libs/core/src/guard.ts': "import type { FastifyRequest } from 'fastify';\nexport type R = FastifyRequest;\n" });
-    expect(forbiddenEdges(buildGraph(root), root)).toEqual(['libs/core/src/guard.ts: lib:core may not import the package fastify']);
+    write({
+      'libs/core/src/guard.ts': "import type { FastifyRequest } from 'fastify';\nexport type R = FastifyRequest;\n",
+    });
+    expect(forbiddenEdges(buildGraph(root), root)).toEqual([
+      'libs/core/src/guard.ts: lib:core may not import the package fastify',
+    ]);
   });
 
   it('fails on another unit reached by relative path instead of its alias', () => {
@@ -83,7 +87,10 @@ describe('the check itself', () => {
     const graph = buildGraph(root);
     expect(cycles(graph)).toEqual([['libs/db/src/a.ts', 'libs/db/src/b.ts']]);
     expect(cycles(graph, { includeTypeOnly: true })).toEqual(
-      expect.arrayContaining([['libs/db/src/a.ts', 'libs/db/src/b.ts'], ['libs/db/src/c.ts', 'libs/db/src/d.ts']]),
+      expect.arrayContaining([
+        ['libs/db/src/a.ts', 'libs/db/src/b.ts'],
+        ['libs/db/src/c.ts', 'libs/db/src/d.ts'],
+      ]),
     );
   });
 

@@ -67,7 +67,10 @@ async function expectAccessible(name: string): Promise<void> {
   await page.evaluate(AXE);
   const result = await page.evaluate<AxeResult>('axe.run(document, { resultTypes: ["violations"] })');
   const serious = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-  expect({ page: name, violations: serious.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`) }).toEqual({ page: name, violations: [] });
+  expect({
+    page: name,
+    violations: serious.map((v) => `${v.id}: ${JSON.stringify(v.nodes.map((n) => n.target))}`),
+  }).toEqual({ page: name, violations: [] });
 }
 
 /** Screenshots at 1280×800 and 390×844, plus an axe run at each size. */
@@ -167,7 +170,8 @@ describe('console in Chromium', () => {
     botToken = await page.getByTestId('token').inputValue();
     expect((await operator.client.get('/mailbox', botToken)).status).toBe(200);
     await page.getByRole('button', { name: 'Done' }).click();
-    peerToken = (await operator.client.post('/_admin/agents', { handle: peer(), policy: 'open' }, orgToken)).body.token as string;
+    peerToken = (await operator.client.post('/_admin/agents', { handle: peer(), policy: 'open' }, orgToken)).body
+      .token as string;
     await page.getByLabel('Search agents').fill('peer');
     await page.getByRole('link', { name: peer() }).waitFor();
     await page.getByRole('link', { name: bot() }).waitFor({ state: 'detached' });
@@ -179,7 +183,11 @@ describe('console in Chromium', () => {
   it('shows a header sent through the API live, without reload', async () => {
     await page.getByRole('link', { name: bot() }).click();
     await page.getByTestId('live').filter({ hasText: 'Live' }).waitFor();
-    await send(peerToken, { to: [bot()], subject: 'Hello from peer', content_parts: [{ type: 'text', text: 'First **bold** line' }] });
+    await send(peerToken, {
+      to: [bot()],
+      subject: 'Hello from peer',
+      content_parts: [{ type: 'text', text: 'First **bold** line' }],
+    });
     await page.getByRole('link', { name: 'Hello from peer' }).waitFor({ timeout: 10_000 });
     expect(await page.getByTestId('live').textContent()).toContain('1 new');
   });
@@ -187,7 +195,11 @@ describe('console in Chromium', () => {
   it('opens the body (text, data, a file download) and the thread, without changing the agent read state', async () => {
     const form = new FormData();
     form.append('file', new Blob(['file body 42'], { type: 'text/plain' }), 'notes.txt');
-    const upload = await fetch(`${operator.url}/files`, { method: 'POST', headers: { authorization: `Bearer ${peerToken}` }, body: form });
+    const upload = await fetch(`${operator.url}/files`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${peerToken}` },
+      body: form,
+    });
     expect(upload.status).toBe(201);
     const fileId = ((await upload.json()) as { id: string }).id;
     const first = await send(peerToken, {
@@ -211,11 +223,18 @@ describe('console in Chromium', () => {
     await page.getByTestId('subject').filter({ hasText: 'Thread start' }).waitFor();
     await page.getByTestId('body').locator('em', { hasText: 'first' }).waitFor();
     expect(await page.getByTestId('body').textContent()).toContain('"answer": 42');
-    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download notes.txt' }).click()]);
+    const [download] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', { name: 'Download notes.txt' }).click(),
+    ]);
     expect(download.suggestedFilename()).toBe('notes.txt');
     expect(readFileSync(await download.path(), 'utf8')).toBe('file body 42');
     await page.getByTestId('thread').getByRole('link', { name: 'Thread reply' }).waitFor();
-    const receipt = await operator.client.post(`/messages/${first}/receipts`, { status: 'accepted', note: 'on it' }, botToken);
+    const receipt = await operator.client.post(
+      `/messages/${first}/receipts`,
+      { status: 'accepted', note: 'on it' },
+      botToken,
+    );
     expect(receipt.status).toBeLessThan(300);
     await page.reload();
     await page.getByTestId('receipts').getByText('on it').waitFor();
@@ -257,7 +276,12 @@ describe('console in Chromium', () => {
   it('pauses, resumes and cancels a schedule of the agent', async () => {
     const created = await operator.client.post(
       '/schedules',
-      { envelope: { to: [peer()], subject: 'Daily report', content_parts: [{ type: 'text', text: 'report' }] }, interval_ms: 86_400_000, max_count: 3, start_at: Date.now() + 3_600_000 },
+      {
+        envelope: { to: [peer()], subject: 'Daily report', content_parts: [{ type: 'text', text: 'report' }] },
+        interval_ms: 86_400_000,
+        max_count: 3,
+        start_at: Date.now() + 3_600_000,
+      },
       botToken,
     );
     expect({ status: created.status, text: created.text }).toMatchObject({ status: 201 });
@@ -291,7 +315,9 @@ describe('console in Chromium', () => {
     await page.getByLabel('Search agents').fill(otherOrg);
     await page.getByText('No agents match.').waitFor();
     for (const path of ['', '/mailbox', '/schedules']) {
-      expect((await operator.client.get(`/_admin/agents/${encodeURIComponent(`@${otherOrg}.x`)}${path}`, orgToken)).status).toBe(404);
+      expect(
+        (await operator.client.get(`/_admin/agents/${encodeURIComponent(`@${otherOrg}.x`)}${path}`, orgToken)).status,
+      ).toBe(404);
     }
   });
 
@@ -318,7 +344,10 @@ describe('console in Chromium', () => {
     await settings.getByLabel('Content guard').selectOption('warn');
     await settings.getByRole('button', { name: 'Save' }).click();
     await page.getByRole('row').filter({ hasText: '30 days' }).waitFor();
-    expect((await operator.client.get(`/_admin/orgs/${org}`, operator.adminToken)).body).toMatchObject({ retention_days: 30, content_guard: 'warn' });
+    expect((await operator.client.get(`/_admin/orgs/${org}`, operator.adminToken)).body).toMatchObject({
+      retention_days: 30,
+      content_guard: 'warn',
+    });
     await page.getByRole('button', { name: `Rotate token of ${org}` }).click();
     const fresh = await page.getByTestId('token').inputValue();
     expect((await operator.client.get('/_admin/agents', orgToken)).status).toBe(401);

@@ -34,7 +34,13 @@ const REQUIRED = { postgres: { url: 'postgres://roost:pw@db:5432/roost' }, redis
 /** Secrets the variants name as existing (created outside the chart). */
 const EXTERNAL_SECRETS = new Set(['roost-credentials', 'pg', 'cache', 'admin', 'internal-ca']);
 /** Variables the chart sets that the config loader does not read, on purpose. */
-const NOT_ROOST_CONFIG = new Set(['NODE_EXTRA_CA_CERTS', 'NODE_OPTIONS', 'EXTRA_GLOBAL', 'EXTRA_ROLE', 'EXTRA_MIGRATE']);
+const NOT_ROOST_CONFIG = new Set([
+  'NODE_EXTRA_CA_CERTS',
+  'NODE_OPTIONS',
+  'EXTRA_GLOBAL',
+  'EXTRA_ROLE',
+  'EXTRA_MIGRATE',
+]);
 
 const everyOptionalBlock = {
   fullnameOverride: 'r'.repeat(80),
@@ -56,7 +62,14 @@ const everyOptionalBlock = {
         extraVolumes: [{ name: `${role}-vol`, emptyDir: {} }],
         extraVolumeMounts: [{ name: `${role}-vol`, mountPath: `/var/${role}` }],
         initContainers: [{ name: `${role}-init`, image: 'busybox:1.36', command: ['true'] }],
-        ...(role === 'api' ? { podAnnotations: { a: 'b' }, nodeSelector: { pool: 'api' }, tolerations: [{ key: 'k', operator: 'Exists' }], priorityClassName: 'high' } : {}),
+        ...(role === 'api'
+          ? {
+              podAnnotations: { a: 'b' },
+              nodeSelector: { pool: 'api' },
+              tolerations: [{ key: 'k', operator: 'Exists' }],
+              priorityClassName: 'high',
+            }
+          : {}),
       },
     ]),
   ),
@@ -67,17 +80,73 @@ const VARIANTS: Array<[string, Array<string | Values>, string]> = [
   ['required values only (ingress off)', [REQUIRED], 'roost'],
   ['examples/minimal.yaml', [MINIMAL], 'roost'],
   ['examples/production.yaml (ingress with TLS, monitoring, CA bundle, pinned egress)', [PRODUCTION], 'roost'],
-  ['existingSecret everywhere', [{ postgres: { existingSecret: 'pg' }, redis: { existingSecret: 'cache', existingSecretKey: 'url' }, adminToken: { existingSecret: 'admin' } }], 'roost'],
-  ['ingress on without TLS, token hash, no worker', [MINIMAL, { ingress: { enabled: true, host: 'roost.test' }, adminToken: { hash: 'a'.repeat(64) }, worker: { enabled: false } }], 'roost'],
-  ['HPA off on every role', [REQUIRED, { api: { autoscaling: { enabled: false } }, gateway: { autoscaling: { enabled: false } }, worker: { autoscaling: { enabled: false } } }], 'roost'],
-  ['ServiceMonitor, PrometheusRule and dashboard on', [REQUIRED, { metrics: { serviceMonitor: { enabled: true }, prometheusRule: { enabled: true }, grafanaDashboard: { enabled: true } } }], 'roost'],
-  ['networkPolicy off, topology spread off, migrations off', [REQUIRED, { networkPolicy: { enabled: false }, topologySpread: { enabled: false }, migrations: { enabled: false } }], 'roost'],
+  [
+    'existingSecret everywhere',
+    [
+      {
+        postgres: { existingSecret: 'pg' },
+        redis: { existingSecret: 'cache', existingSecretKey: 'url' },
+        adminToken: { existingSecret: 'admin' },
+      },
+    ],
+    'roost',
+  ],
+  [
+    'ingress on without TLS, token hash, no worker',
+    [
+      MINIMAL,
+      {
+        ingress: { enabled: true, host: 'roost.test' },
+        adminToken: { hash: 'a'.repeat(64) },
+        worker: { enabled: false },
+      },
+    ],
+    'roost',
+  ],
+  [
+    'HPA off on every role',
+    [
+      REQUIRED,
+      {
+        api: { autoscaling: { enabled: false } },
+        gateway: { autoscaling: { enabled: false } },
+        worker: { autoscaling: { enabled: false } },
+      },
+    ],
+    'roost',
+  ],
+  [
+    'ServiceMonitor, PrometheusRule and dashboard on',
+    [
+      REQUIRED,
+      {
+        metrics: {
+          serviceMonitor: { enabled: true },
+          prometheusRule: { enabled: true },
+          grafanaDashboard: { enabled: true },
+        },
+      },
+    ],
+    'roost',
+  ],
+  [
+    'networkPolicy off, topology spread off, migrations off',
+    [
+      REQUIRED,
+      { networkPolicy: { enabled: false }, topologySpread: { enabled: false }, migrations: { enabled: false } },
+    ],
+    'roost',
+  ],
   ['every optional block, an 80-character name override', [PRODUCTION, everyOptionalBlock], 'r'.repeat(55)],
 ];
 
-const files = (inputs: Array<string | Values>) => inputs.map((input) => (typeof input === 'string' ? input : valuesFile(input)));
+const files = (inputs: Array<string | Values>) =>
+  inputs.map((input) => (typeof input === 'string' ? input : valuesFile(input)));
 const merged = (inputs: Array<string | Values>) =>
-  inputs.reduce<Values>((values, input) => overlay(values, typeof input === 'string' ? loadYaml(input) : input), defaultValues());
+  inputs.reduce<Values>(
+    (values, input) => overlay(values, typeof input === 'string' ? loadYaml(input) : input),
+    defaultValues(),
+  );
 
 function render(valueFiles: string[]): Rendered {
   const result = renderChart(valueFiles);
@@ -85,11 +154,13 @@ function render(valueFiles: string[]): Rendered {
   return result.rendered;
 }
 
-const find = (r: Rendered, kind: string, name: string) => r.objects.find((o) => o.kind === kind && o.metadata?.name === name);
+const find = (r: Rendered, kind: string, name: string) =>
+  r.objects.find((o) => o.kind === kind && o.metadata?.name === name);
 const podsOf = (r: Rendered) => r.objects.filter((o) => o.kind === 'Deployment' || o.kind === 'Job');
 const roleOf = (o: K8s): string => o.metadata.labels['app.kubernetes.io/component'];
 const valuesKeyOf = (role: string) => (role === 'migrate' ? 'migrations' : role);
-const subset = (selector: Record<string, string>, labels: Record<string, string>) => Object.entries(selector).every(([k, v]) => labels[k] === v);
+const subset = (selector: Record<string, string>, labels: Record<string, string>) =>
+  Object.entries(selector).every(([k, v]) => labels[k] === v);
 
 const describeHelm = describeWithTool(helmMissing());
 
@@ -114,7 +185,9 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
   }, 120_000);
 
   it('validates against the Kubernetes 1.33 API: kubernetes-models 4.5 (its v1.33.0 OpenAPI schema)', () => {
-    const models = JSON.parse(readFileSync(join(ROOT, 'node_modules', 'kubernetes-models', 'package.json'), 'utf8')) as { version: string };
+    const models = JSON.parse(
+      readFileSync(join(ROOT, 'node_modules', 'kubernetes-models', 'package.json'), 'utf8'),
+    ) as { version: string };
     expect(models.version).toMatch(/^4\.5\./);
     expect(KUBE_VERSION).toBe('1.33.0');
   });
@@ -131,7 +204,10 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
     const args = ['lint', '--strict', CHART, '--kube-version', KUBE_VERSION];
     for (const file of files(inputs)) args.push('--values', file);
     const run = helm(args);
-    expect([run.status, run.stdout + run.stderr]).toEqual([0, expect.stringContaining('1 chart(s) linted, 0 chart(s) failed')]);
+    expect([run.status, run.stdout + run.stderr]).toEqual([
+      0,
+      expect.stringContaining('1 chart(s) linted, 0 chart(s) failed'),
+    ]);
     expect(run.stdout).not.toMatch(/\[(WARNING|ERROR)\]/);
   });
 
@@ -154,7 +230,9 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
       for (const object of r.objects) {
         expect(object.metadata.name.length).toBeLessThanOrEqual(63);
         const dashboard = object.metadata.labels?.grafana_dashboard !== undefined;
-        expect(object.metadata.namespace).toBe(dashboard ? v('metrics.grafanaDashboard.namespace') || 'roost' : 'roost');
+        expect(object.metadata.namespace).toBe(
+          dashboard ? v('metrics.grafanaDashboard.namespace') || 'roost' : 'roost',
+        );
       }
       const names = r.objects.map((o) => `${o.kind}/${o.metadata.name}`);
       expect(new Set(names).size).toBe(names.length);
@@ -166,7 +244,11 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
         expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000 });
         expect(pod.automountServiceAccountToken).toBe(false);
         const container = pod.containers[0];
-        expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+        expect(container.securityContext).toMatchObject({
+          readOnlyRootFilesystem: true,
+          allowPrivilegeEscalation: false,
+          capabilities: { drop: ['ALL'] },
+        });
         const volumes = new Map<string, K8s>(pod.volumes.map((vol: K8s) => [vol.name, vol]));
         expect(volumes.size).toBe(pod.volumes.length);
         const mounts = new Map<string, string>(container.volumeMounts.map((m: K8s) => [m.mountPath, m.name]));
@@ -174,7 +256,8 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
         expect(volumes.get(mounts.get('/tmp')!)?.emptyDir).toBeDefined();
         expect(volumes.get(mounts.get('/data')!)?.emptyDir).toBeDefined();
         for (const c of [...pod.containers, ...(pod.initContainers ?? [])]) {
-          for (const mount of c.volumeMounts ?? []) expect([mount.name, volumes.has(mount.name)]).toEqual([mount.name, true]);
+          for (const mount of c.volumeMounts ?? [])
+            expect([mount.name, volumes.has(mount.name)]).toEqual([mount.name, true]);
         }
         const containerNames = [...pod.containers, ...(pod.initContainers ?? [])].map((c: K8s) => c.name);
         expect(new Set(containerNames).size).toBe(containerNames.length);
@@ -204,7 +287,8 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
           { name: 'metrics', port: 9464, targetPort: 'metrics', protocol: 'TCP' },
         ]);
       }
-      for (const job of r.objects.filter((o) => o.kind === 'Job')) expect(job.spec.template.spec.containers[0].args).toEqual(['migrate']);
+      for (const job of r.objects.filter((o) => o.kind === 'Job'))
+        expect(job.spec.template.spec.containers[0].args).toEqual(['migrate']);
     });
 
     it('routes the Ingress only to http ports, and scrapes only the metrics port', () => {
@@ -220,9 +304,17 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
       if (monitor) {
         expect(monitor.spec.endpoints.map((e: K8s) => [e.port, e.path])).toEqual([['metrics', '/metrics']]);
         const selected = r.objects.filter(
-          (o) => o.kind === 'Service' && subset(monitor.spec.selector.matchLabels, o.metadata.labels) && monitor.spec.selector.matchExpressions[0].values.includes(roleOf(o)),
+          (o) =>
+            o.kind === 'Service' &&
+            subset(monitor.spec.selector.matchLabels, o.metadata.labels) &&
+            monitor.spec.selector.matchExpressions[0].values.includes(roleOf(o)),
         );
-        expect(selected.map((s) => s.metadata.name).sort()).toEqual(r.objects.filter((o) => o.kind === 'Deployment').map((d) => d.metadata.name).sort());
+        expect(selected.map((s) => s.metadata.name).sort()).toEqual(
+          r.objects
+            .filter((o) => o.kind === 'Deployment')
+            .map((d) => d.metadata.name)
+            .sort(),
+        );
         for (const service of selected) expect(service.spec.ports.map((p: K8s) => p.name)).toContain('metrics');
       }
     });
@@ -286,7 +378,10 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
           expect(pod.spec.topologySpreadConstraints).toEqual(own);
         } else if (v('topologySpread.enabled')) {
           const constraints = pod.spec.topologySpreadConstraints as K8s[];
-          expect(constraints.map((c) => c.topologyKey)).toEqual(['kubernetes.io/hostname', 'topology.kubernetes.io/zone']);
+          expect(constraints.map((c) => c.topologyKey)).toEqual([
+            'kubernetes.io/hostname',
+            'topology.kubernetes.io/zone',
+          ]);
           for (const c of constraints) {
             expect(c.whenUnsatisfiable).toBe('ScheduleAnyway');
             expect(subset(c.labelSelector.matchLabels, pod.metadata.labels)).toBe(true);
@@ -320,7 +415,8 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
         for (const rule of policy.spec.ingress) {
           expect(rule.ports?.length).toBeGreaterThan(0);
           expect(rule.from?.length).toBeGreaterThan(0);
-          if (ports(rule).includes('metrics/TCP')) expect([ports(rule), rule.from]).toEqual([['metrics/TCP'], v('networkPolicy.metricsFrom')]);
+          if (ports(rule).includes('metrics/TCP'))
+            expect([ports(rule), rule.from]).toEqual([['metrics/TCP'], v('networkPolicy.metricsFrom')]);
           for (const port of rule.ports) expect([8025, 9464]).not.toContain(port.port); // named ports only
         }
         const http = policy.spec.ingress.filter((rule: K8s) => ports(rule).includes('http/TCP'));
@@ -328,7 +424,11 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
           expect(http).toHaveLength(1);
           expect(http[0].from).toEqual([
             ...v('networkPolicy.ingressFrom'),
-            { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'roost', 'app.kubernetes.io/instance': 'roost' } } },
+            {
+              podSelector: {
+                matchLabels: { 'app.kubernetes.io/name': 'roost', 'app.kubernetes.io/instance': 'roost' },
+              },
+            },
           ]);
         } else {
           expect(http).toEqual([]);
@@ -362,7 +462,7 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
       }
     });
 
-    it('adds extraEnv, extraEnvFrom, extraVolumes, extraVolumeMounts and initContainers (global, then the role\'s) to every pod', () => {
+    it("adds extraEnv, extraEnvFrom, extraVolumes, extraVolumeMounts and initContainers (global, then the role's) to every pod", () => {
       for (const workload of podsOf(r)) {
         const key = valuesKeyOf(roleOf(workload));
         const pod = workload.spec.template.spec;
@@ -370,7 +470,8 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
         const global = (name: string) => v(name) as K8s[];
         const own = (name: string) => v(`${key}.${name}`) as K8s[];
         const tail = <T>(list: T[] | undefined, n: number) => (list ?? []).slice((list ?? []).length - n);
-        const expectTail = (list: K8s[] | undefined, wanted: K8s[]) => expect(tail(list, wanted.length)).toEqual(wanted);
+        const expectTail = (list: K8s[] | undefined, wanted: K8s[]) =>
+          expect(tail(list, wanted.length)).toEqual(wanted);
         expectTail(pod.initContainers, [...global('initContainers'), ...own('initContainers')]);
         expectTail(pod.volumes, [...global('extraVolumes'), ...own('extraVolumes')]);
         expectTail(container.volumeMounts, [...global('extraVolumeMounts'), ...own('extraVolumeMounts')]);
@@ -385,36 +486,63 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
       expect(Boolean(job)).toBe(Boolean(v('migrations.enabled')));
       if (!job) return;
       expect(job.metadata.annotations['helm.sh/hook']).toBe('pre-install,pre-upgrade');
-      const ref = job.spec.template.spec.containers[0].env.find((e: K8s) => e.name === 'DATABASE_URL').valueFrom.secretKeyRef;
+      const ref = job.spec.template.spec.containers[0].env.find((e: K8s) => e.name === 'DATABASE_URL').valueFrom
+        .secretKeyRef;
       const hookSecret = find(r, 'Secret', ref.name);
       if (hookSecret) {
         expect(hookSecret.metadata.annotations['helm.sh/hook']).toBe('pre-install,pre-upgrade');
-        expect(Number(hookSecret.metadata.annotations['helm.sh/hook-weight'])).toBeLessThan(Number(job.metadata.annotations['helm.sh/hook-weight']));
+        expect(Number(hookSecret.metadata.annotations['helm.sh/hook-weight'])).toBeLessThan(
+          Number(job.metadata.annotations['helm.sh/hook-weight']),
+        );
       } else {
         expect(EXTERNAL_SECRETS.has(ref.name)).toBe(true);
       }
     });
 
     it('ships the Grafana dashboard as a ConfigMap with the grafana_dashboard label, when enabled', () => {
-      const dashboards = r.objects.filter((o) => o.kind === 'ConfigMap' && o.metadata.labels.grafana_dashboard !== undefined);
+      const dashboards = r.objects.filter(
+        (o) => o.kind === 'ConfigMap' && o.metadata.labels.grafana_dashboard !== undefined,
+      );
       expect(dashboards).toHaveLength(v('metrics.grafanaDashboard.enabled') ? 1 : 0);
       for (const dashboard of dashboards) {
         expect(dashboard.metadata.labels.grafana_dashboard).toBe('1');
-        expect(JSON.parse(dashboard.data['roost.json'])).toEqual(JSON.parse(readFileSync(join(DEPLOY, 'grafana', 'roost.json'), 'utf8')));
+        expect(JSON.parse(dashboard.data['roost.json'])).toEqual(
+          JSON.parse(readFileSync(join(DEPLOY, 'grafana', 'roost.json'), 'utf8')),
+        );
       }
     });
   });
 
   describe('values that Helm refuses, naming the key', () => {
     const refused: Array<[string, Values[], RegExp[]]> = [
-      ['no values at all (Postgres and Redis missing)', [], [/at '\/postgres\/url': minLength/, /at '\/postgres\/existingSecret'/, /at '\/redis\/url'/]],
+      [
+        'no values at all (Postgres and Redis missing)',
+        [],
+        [/at '\/postgres\/url': minLength/, /at '\/postgres\/existingSecret'/, /at '\/redis\/url'/],
+      ],
       ['Redis missing', [{ postgres: { url: 'postgres://db/roost' } }], [/at '\/redis\/url': minLength/]],
-      ['a replica count as text', [REQUIRED, { api: { replicaCount: 'two' } }], [/at '\/api\/replicaCount': got string, want integer/]],
+      [
+        'a replica count as text',
+        [REQUIRED, { api: { replicaCount: 'two' } }],
+        [/at '\/api\/replicaCount': got string, want integer/],
+      ],
       ['a misspelt key', [REQUIRED, { gatway: { enabled: true } }], [/additional properties 'gatway' not allowed/]],
-      ['a NetworkPolicy port as text', [REQUIRED, { networkPolicy: { egress: { postgres: { port: 'five' } } } }], [/at '\/networkPolicy\/egress\/postgres\/port': got string, want integer/]],
-      ['a volume without a name', [REQUIRED, { extraVolumes: [{ emptyDir: {} }] }], [/at '\/extraVolumes\/0': missing property 'name'/]],
+      [
+        'a NetworkPolicy port as text',
+        [REQUIRED, { networkPolicy: { egress: { postgres: { port: 'five' } } } }],
+        [/at '\/networkPolicy\/egress\/postgres\/port': got string, want integer/],
+      ],
+      [
+        'a volume without a name',
+        [REQUIRED, { extraVolumes: [{ emptyDir: {} }] }],
+        [/at '\/extraVolumes\/0': missing property 'name'/],
+      ],
       ['the metrics port on the http port', [REQUIRED, { metrics: { port: 8025 } }], [/at '\/metrics\/port'/]],
-      ['a CA bundle from both a ConfigMap and a Secret', [REQUIRED, { caBundle: { configMap: 'a', secret: 'b' } }], [/set caBundle\.configMap or caBundle\.secret, not both/]],
+      [
+        'a CA bundle from both a ConfigMap and a Secret',
+        [REQUIRED, { caBundle: { configMap: 'a', secret: 'b' } }],
+        [/set caBundle\.configMap or caBundle\.secret, not both/],
+      ],
     ];
 
     it.each(refused)('%s: helm template and helm install fail', (_what, inputs, messages) => {
@@ -432,16 +560,26 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
     const r = render([PRODUCTION]);
     const ingresses = r.objects.filter((o) => o.kind === 'Ingress');
     const routes = ingresses.flatMap((ingress) =>
-      ingress.spec.rules[0].http.paths.map((path: K8s) => ({ path: path.path, service: path.backend.service.name, annotations: ingress.metadata.annotations })),
+      ingress.spec.rules[0].http.paths.map((path: K8s) => ({
+        path: path.path,
+        service: path.backend.service.name,
+        annotations: ingress.metadata.annotations,
+      })),
     );
-    expect(routes.map(({ path, service }) => [path, service]).sort()).toEqual([['/', 'roost-api'], ['/connect', 'roost-gateway']]);
+    expect(routes.map(({ path, service }) => [path, service]).sort()).toEqual([
+      ['/', 'roost-api'],
+      ['/connect', 'roost-gateway'],
+    ]);
     const gateway = routes.find((route) => route.path === '/connect')!;
     expect(gateway.annotations).toMatchObject({
       'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600',
       'nginx.ingress.kubernetes.io/proxy-send-timeout': '3600',
     });
-    expect(routes.find((route) => route.path === '/')!.annotations['nginx.ingress.kubernetes.io/proxy-read-timeout']).toBeUndefined();
-    for (const ingress of ingresses) expect(ingress.spec.tls).toEqual([{ hosts: ['mail.example.com'], secretName: 'roost-tls' }]);
+    expect(
+      routes.find((route) => route.path === '/')!.annotations['nginx.ingress.kubernetes.io/proxy-read-timeout'],
+    ).toBeUndefined();
+    for (const ingress of ingresses)
+      expect(ingress.spec.tls).toEqual([{ hosts: ['mail.example.com'], secretName: 'roost-tls' }]);
   });
 
   it('writes the alerts the runbook documents, scoped to the release, with Prometheus templates left for Prometheus', () => {
@@ -449,7 +587,13 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
     const rule = r.objects.find((o) => o.kind === 'PrometheusRule')!;
     const alerts = (rule.spec.groups[0].rules as K8s[]).filter((a) => a.alert);
     expect(alerts.map((a) => a.alert)).toEqual(
-      expect.arrayContaining(['RoostAcceptErrorRateHigh', 'RoostNoReadyReplicas', 'RoostJobsFailing', 'RoostRetentionNotRunning', 'RoostWsSlowConsumerCloses']),
+      expect.arrayContaining([
+        'RoostAcceptErrorRateHigh',
+        'RoostNoReadyReplicas',
+        'RoostJobsFailing',
+        'RoostRetentionNotRunning',
+        'RoostWsSlowConsumerCloses',
+      ]),
     );
     const runbook = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8');
     for (const alert of alerts) {
@@ -457,12 +601,29 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
       expect(alert.annotations.runbook_url).toContain(`#${alert.alert.toLowerCase()}`);
       expect(alert.expr).toMatch(/namespace="roost"/);
     }
-    expect(alerts.find((a) => a.alert === 'RoostAcceptErrorRateHigh')!.annotations.summary).toContain('{{ $value | humanizePercentage }}');
+    expect(alerts.find((a) => a.alert === 'RoostAcceptErrorRateHigh')!.annotations.summary).toContain(
+      '{{ $value | humanizePercentage }}',
+    );
     // without a worker, no alert waits for worker metrics; without gateways, none for sockets
-    const noWorker = render([MINIMAL, valuesFile({ worker: { enabled: false }, gateway: { enabled: false }, metrics: { prometheusRule: { enabled: true } } })]);
-    const names = noWorker.objects.find((o) => o.kind === 'PrometheusRule')!.spec.groups[0].rules.map((a: K8s) => a.alert);
+    const noWorker = render([
+      MINIMAL,
+      valuesFile({
+        worker: { enabled: false },
+        gateway: { enabled: false },
+        metrics: { prometheusRule: { enabled: true } },
+      }),
+    ]);
+    const names = noWorker.objects
+      .find((o) => o.kind === 'PrometheusRule')!
+      .spec.groups[0].rules.map((a: K8s) => a.alert);
     expect(names).not.toEqual(expect.arrayContaining(['RoostRetentionNotRunning']));
-    expect(names.filter((n: string) => ['RoostJobsFailing', 'RoostRetentionNotRunning', 'RoostWsSlowConsumerCloses', 'RoostScheduleLagHigh'].includes(n))).toEqual([]);
+    expect(
+      names.filter((n: string) =>
+        ['RoostJobsFailing', 'RoostRetentionNotRunning', 'RoostWsSlowConsumerCloses', 'RoostScheduleLagHigh'].includes(
+          n,
+        ),
+      ),
+    ).toEqual([]);
   });
 
   it('generates an admin token into the chart Secret when none is given, and the install notes show how to read it', () => {
@@ -472,7 +633,9 @@ describeHelm(`the chart, rendered by Helm for Kubernetes ${KUBE_VERSION}`, () =>
     expect(Buffer.from(secret.data.DATABASE_URL, 'base64').toString()).toMatch(/^postgres:\/\//);
     const install = installDryRun([MINIMAL]);
     if (!install.ok) throw new Error(install.error);
-    expect(install.release.info.notes).toContain("kubectl -n roost get secret roost -o jsonpath='{.data.ROOST_ADMIN_TOKEN}'");
+    expect(install.release.info.notes).toContain(
+      "kubectl -n roost get secret roost -o jsonpath='{.data.ROOST_ADMIN_TOKEN}'",
+    );
     // the migration Job and its Secret are hooks, the rest release objects
     expect(install.release.hooks.map((h) => h.manifest.match(/^kind: (\w+)/m)?.[1]).sort()).toEqual(['Job', 'Secret']);
   });

@@ -98,7 +98,8 @@ describe.each(templates)('templates/%s', (name) => {
       }
     }
     for (const [, path] of text.matchAll(/\$rule((?:\.[A-Za-z_][A-Za-z0-9_]*)+)/g)) {
-      if (!has(values, ['metrics', 'prometheusRule', ...path.slice(1).split('.')])) missing.push(`metrics.prometheusRule${path}`);
+      if (!has(values, ['metrics', 'prometheusRule', ...path.slice(1).split('.')]))
+        missing.push(`metrics.prometheusRule${path}`);
     }
     expect(missing).toEqual([]);
   });
@@ -110,7 +111,10 @@ describe('chart settings', () => {
     const named = new Set<string>();
     for (const name of templates) {
       for (const [, env] of source(name).matchAll(/"(ROOST_[A-Z0-9_]+|DATABASE_URL|REDIS_URL|PORT)"/g)) named.add(env);
-      for (const [, env] of source(name).matchAll(/^\s*-?\s*(?:name: |)(ROOST_[A-Z0-9_]+|DATABASE_URL|REDIS_URL|PORT):?\s/gm)) named.add(env);
+      for (const [, env] of source(name).matchAll(
+        /^\s*-?\s*(?:name: |)(ROOST_[A-Z0-9_]+|DATABASE_URL|REDIS_URL|PORT):?\s/gm,
+      ))
+        named.add(env);
     }
     expect(named.size).toBeGreaterThan(10);
     expect([...named].filter((env) => !known.has(env))).toEqual([]);
@@ -119,6 +123,10 @@ describe('chart settings', () => {
   it('the config block and the ConfigMap map the same keys', () => {
     const config = defaultValues().config as Values;
     const mapped = [...source('configmap.yaml').matchAll(/^\s+"([a-zA-Z]+)" "ROOST_[A-Z_]+"$/gm)].map((m) => m[1]);
-    expect(mapped.sort()).toEqual(Object.keys(config).filter((key) => key !== 'publicUrl').sort());
+    expect(mapped.sort()).toEqual(
+      Object.keys(config)
+        .filter((key) => key !== 'publicUrl')
+        .sort(),
+    );
   });
 });

@@ -35,7 +35,8 @@ function parseDockerfile(text: string): Stage[] {
       const [, from, name] = /^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(instruction.args) ?? [];
       stages.push({ from, name: name ?? null, instructions: [] });
     } else if (stages.length === 0) {
-      if (instruction.keyword !== 'ARG') throw new Error(`Dockerfile line ${start + 1}: ${instruction.keyword} before FROM`);
+      if (instruction.keyword !== 'ARG')
+        throw new Error(`Dockerfile line ${start + 1}: ${instruction.keyword} before FROM`);
     } else {
       stages[stages.length - 1].instructions.push(instruction);
     }
@@ -51,7 +52,11 @@ describe('deploy/docker/Dockerfile', () => {
   const nodeImage = /^ARG NODE_IMAGE=(\S+)$/m.exec(text)?.[1];
 
   it('has no problem the VS Code Dockerfile linter (dockerfile-utils) reports', () => {
-    expect(lintDockerfile(text).map((d) => `${d.range.start.line + 1}: ${typeof d.message === 'string' ? d.message : d.message.value}`)).toEqual([]);
+    expect(
+      lintDockerfile(text).map(
+        (d) => `${d.range.start.line + 1}: ${typeof d.message === 'string' ? d.message : d.message.value}`,
+      ),
+    ).toEqual([]);
   });
 
   it('is multi-stage, every stage on Node 22', () => {
@@ -86,13 +91,21 @@ describe('deploy/docker/Dockerfile', () => {
     const nodeModules = all(final, 'COPY').find((c) => /node_modules/.test(c.args));
     expect(nodeModules?.args).toMatch(/--from=(\S+)/);
     const source = stages.find((s) => s.name === /--from=(\S+)/.exec(nodeModules!.args)![1]);
-    expect(all(source!, 'RUN').some((r) => /npm ci --omit=dev/.test(r.args) || /npm prune --omit=dev/.test(r.args))).toBe(true);
+    expect(
+      all(source!, 'RUN').some((r) => /npm ci --omit=dev/.test(r.args) || /npm prune --omit=dev/.test(r.args)),
+    ).toBe(true);
     expect(all(source!, 'RUN').every((r) => !/npm ci(?! --omit=dev)/.test(r.args))).toBe(true);
   });
 
   it('copies everything the process reads at run time into the final stage', () => {
     const copies = all(final, 'COPY').map((c) => c.args);
-    for (const needed of [/\/src\/dist \.\/dist$/, /\/src\/node_modules \.\/node_modules$/, /^package\.json \.\/$/, /^db\/migrations \.\/db\/migrations$/, /^libs\/schemas\/wire \.\/libs\/schemas\/wire$/]) {
+    for (const needed of [
+      /\/src\/dist \.\/dist$/,
+      /\/src\/node_modules \.\/node_modules$/,
+      /^package\.json \.\/$/,
+      /^db\/migrations \.\/db\/migrations$/,
+      /^libs\/schemas\/wire \.\/libs\/schemas\/wire$/,
+    ]) {
       expect(copies.some((c) => needed.test(c))).toBe(true);
     }
   });
@@ -103,21 +116,37 @@ describe('deploy/docker/Dockerfile', () => {
     expect(user[0].args).toMatch(/^[1-9]\d*(:\d+)?$/);
     // USER comes after the last RUN, so nothing after it runs as root
     expect(user[0].line).toBeGreaterThan(Math.max(...all(final, 'RUN').map((r) => r.line)));
-    expect(all(final, 'ENV').map((e) => e.args).join(' ')).toMatch(/ROOST_DATA_DIR=\/data/);
+    expect(
+      all(final, 'ENV')
+        .map((e) => e.args)
+        .join(' '),
+    ).toMatch(/ROOST_DATA_DIR=\/data/);
     expect(all(final, 'EXPOSE').map((e) => e.args)).toEqual(['8025 9464']);
-    expect(all(final, 'ENV').map((e) => e.args).join(' ')).toMatch(/ROOST_METRICS_PORT=9464/);
+    expect(
+      all(final, 'ENV')
+        .map((e) => e.args)
+        .join(' '),
+    ).toMatch(/ROOST_METRICS_PORT=9464/);
     expect(all(final, 'HEALTHCHECK')[0]?.args).toMatch(/\/healthz/);
     expect(all(final, 'ENTRYPOINT')[0]?.args).toBe('["roost"]');
   });
 
   it('sends only what the Dockerfile copies in the build context (.dockerignore allow-list)', () => {
-    const ignore = read(join(ROOT, '.dockerignore')).split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+    const ignore = read(join(ROOT, '.dockerignore'))
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith('#'));
     expect(ignore[0]).toBe('*');
     const allowed = ignore.filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/$/, ''));
     const sources = stages
       .flatMap((s) => all(s, 'COPY'))
       .filter((c) => !/--from=/.test(c.args))
-      .flatMap((c) => c.args.split(/\s+/).filter((a) => !a.startsWith('--')).slice(0, -1));
+      .flatMap((c) =>
+        c.args
+          .split(/\s+/)
+          .filter((a) => !a.startsWith('--'))
+          .slice(0, -1),
+      );
     for (const source of sources) {
       expect([source, allowed.some((a) => source === a || source.startsWith(`${a}/`))]).toEqual([source, true]);
     }

@@ -3,7 +3,16 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Ajv2019 from 'ajv/dist/2019';
-import { CHART, configEnvNames, DEPLOY, definedMetrics, exampleFiles, loadYaml, read, referencedMetrics } from './support';
+import {
+  CHART,
+  configEnvNames,
+  DEPLOY,
+  definedMetrics,
+  exampleFiles,
+  loadYaml,
+  read,
+  referencedMetrics,
+} from './support';
 
 describe('plain YAML and JSON files parse', () => {
   const files = [
@@ -26,7 +35,9 @@ describe('plain YAML and JSON files parse', () => {
 
   it('appVersion follows package.json', () => {
     const chart = loadYaml(join(CHART, 'Chart.yaml')) as Record<string, string>;
-    expect(chart.appVersion).toBe((JSON.parse(read(join(DEPLOY, '..', 'package.json'))) as { version: string }).version);
+    expect(chart.appVersion).toBe(
+      (JSON.parse(read(join(DEPLOY, '..', 'package.json'))) as { version: string }).version,
+    );
   });
 });
 
@@ -66,12 +77,22 @@ describe('compose.yaml', () => {
       .filter(([, service]) => service.image === 'roost:local')
       .map(([name, service]) => [name, (service.command as string[])[0]]);
     expect(roles.sort()).toEqual(
-      [['api-1', 'api'], ['api-2', 'api'], ['gateway-1', 'gateway'], ['gateway-2', 'gateway'], ['migrate', 'migrate'], ['worker', 'worker']].sort(),
+      [
+        ['api-1', 'api'],
+        ['api-2', 'api'],
+        ['gateway-1', 'gateway'],
+        ['gateway-2', 'gateway'],
+        ['migrate', 'migrate'],
+        ['worker', 'worker'],
+      ].sort(),
     );
     for (const [name] of roles.filter(([name]) => name !== 'migrate')) {
       expect(compose.services[name].depends_on.migrate).toEqual({ condition: 'service_completed_successfully' });
       expect(compose.services[name].read_only).toBe(true);
-      expect(compose.services[name].environment).toMatchObject({ DATABASE_URL: expect.stringMatching(/^postgres:/), REDIS_URL: expect.stringMatching(/^redis:/) });
+      expect(compose.services[name].environment).toMatchObject({
+        DATABASE_URL: expect.stringMatching(/^postgres:/),
+        REDIS_URL: expect.stringMatching(/^redis:/),
+      });
     }
     expect(compose.services.migrate.depends_on.postgres).toEqual({ condition: 'service_healthy' });
   });
@@ -84,12 +105,18 @@ describe('compose.yaml', () => {
 
   it('routes /connect to the gateways and the rest to the api nodes (nginx.conf)', () => {
     const conf = read(join(DEPLOY, 'compose', 'nginx.conf'));
-    const upstream = (name: string) => [...(new RegExp(`upstream ${name} \\{([^}]*)\\}`).exec(conf)?.[1] ?? '').matchAll(/server ([\w.-]+):8025/g)].map((m) => m[1]);
+    const upstream = (name: string) =>
+      [...(new RegExp(`upstream ${name} \\{([^}]*)\\}`).exec(conf)?.[1] ?? '').matchAll(/server ([\w.-]+):8025/g)].map(
+        (m) => m[1],
+      );
     expect(upstream('roost_gateway')).toEqual(['gateway-1', 'gateway-2']);
     expect(upstream('roost_api')).toEqual(['api-1', 'api-2']);
-    expect(conf).toMatch(/location \/connect \{[^}]*proxy_pass http:\/\/roost_gateway;[^}]*proxy_set_header Upgrade \$http_upgrade;[^}]*proxy_read_timeout 3600s;/);
+    expect(conf).toMatch(
+      /location \/connect \{[^}]*proxy_pass http:\/\/roost_gateway;[^}]*proxy_set_header Upgrade \$http_upgrade;[^}]*proxy_read_timeout 3600s;/,
+    );
     expect(conf).toMatch(/location \/ \{[^}]*proxy_pass http:\/\/roost_api;/);
-    for (const service of [...upstream('roost_gateway'), ...upstream('roost_api')]) expect(compose.services[service]).toBeDefined();
+    for (const service of [...upstream('roost_gateway'), ...upstream('roost_api')])
+      expect(compose.services[service]).toBeDefined();
   });
 
   const nginx = spawnSync('nginx', ['-v'], { stdio: 'ignore' }).status === 0;
@@ -111,7 +138,11 @@ describe('metric names in the dashboard and the alerts exist', () => {
   const known = (name: string) => defined.has(name);
 
   it('libs/metrics defines the metrics the alerts are built on', () => {
-    for (const name of ['roost_envelopes_accepted_total', 'roost_http_request_duration_seconds', 'roost_stream_read_lag_seconds']) {
+    for (const name of [
+      'roost_envelopes_accepted_total',
+      'roost_http_request_duration_seconds',
+      'roost_stream_read_lag_seconds',
+    ]) {
       expect(defined.has(name)).toBe(true);
     }
   });
@@ -134,11 +165,21 @@ describe('Grafana dashboard', () => {
   const dashboard = JSON.parse(read(join(DEPLOY, 'grafana', 'roost.json'))) as {
     uid: string;
     templating: { list: Array<{ name: string; type: string; query: unknown }> };
-    panels: Array<{ id: number; type: string; title: string; gridPos: { x: number; y: number; w: number; h: number }; datasource?: { uid: string }; targets?: Array<{ expr: string }> }>;
+    panels: Array<{
+      id: number;
+      type: string;
+      title: string;
+      gridPos: { x: number; y: number; w: number; h: number };
+      datasource?: { uid: string };
+      targets?: Array<{ expr: string }>;
+    }>;
   };
 
   it('takes its datasource from a variable', () => {
-    expect(dashboard.templating.list.find((v) => v.name === 'datasource')).toMatchObject({ type: 'datasource', query: 'prometheus' });
+    expect(dashboard.templating.list.find((v) => v.name === 'datasource')).toMatchObject({
+      type: 'datasource',
+      query: 'prometheus',
+    });
     for (const panel of dashboard.panels.filter((p) => p.type !== 'row')) {
       expect(panel.datasource?.uid).toBe('${datasource}');
     }
@@ -165,7 +206,11 @@ describe('Grafana dashboard', () => {
       for (const { expr } of panel.targets ?? []) {
         expect(expr).toContain('namespace=~"$namespace"');
         expect(expr).toContain('job=~"$job"');
-        for (const [open, close] of [['(', ')'], ['{', '}'], ['[', ']']]) {
+        for (const [open, close] of [
+          ['(', ')'],
+          ['{', '}'],
+          ['[', ']'],
+        ]) {
           expect([expr, expr.split(open).length]).toEqual([expr, expr.split(close).length]);
         }
       }

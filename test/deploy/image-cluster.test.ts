@@ -6,7 +6,17 @@ import { loadMigrations } from '#db';
 import { RoostContainer, type StartedRoostContainer } from '../../libs/testcontainers/src';
 import { testImages } from '../support/services';
 import { connect } from '../support/ws';
-import { HARDENED, docker, dockerOk, eventually, inspect, report, stop, testImage, untilHealthy } from './image-support';
+import {
+  HARDENED,
+  docker,
+  dockerOk,
+  eventually,
+  inspect,
+  report,
+  stop,
+  testImage,
+  untilHealthy,
+} from './image-support';
 
 // The image as a cluster: Postgres and Redis containers on a private network, the migration
 // (`roost migrate`, the Helm hook Job) run to completion, then one api, one gateway and one worker
@@ -29,8 +39,13 @@ describe('api, gateway and worker containers against Postgres and Redis', () => 
     const images = testImages();
     network = await new Network().start();
     [postgres, redis] = await Promise.all([
-      new PostgreSqlContainer(images.postgres).withNetwork(network).withNetworkAliases('postgres')
-        .withDatabase('roost').withUsername('roost').withPassword('roost-password').start(),
+      new PostgreSqlContainer(images.postgres)
+        .withNetwork(network)
+        .withNetworkAliases('postgres')
+        .withDatabase('roost')
+        .withUsername('roost')
+        .withPassword('roost-password')
+        .start(),
       new RedisContainer(images.redis).withNetwork(network).withNetworkAliases('redis').start(),
     ]);
   });
@@ -41,16 +56,37 @@ describe('api, gateway and worker containers against Postgres and Redis', () => 
   });
 
   const node = (role: 'api' | 'gateway' | 'worker') =>
-    new RoostContainer(image).withNetwork(network).withRole(role).withDatabaseUrl(databaseUrl).withRedisUrl(redisUrl)
+    new RoostContainer(image)
+      .withNetwork(network)
+      .withRole(role)
+      .withDatabaseUrl(databaseUrl)
+      .withRedisUrl(redisUrl)
       .withAdminToken(adminToken);
 
   it('roost migrate applies every migration and exits 0, twice (idempotent)', async () => {
     for (let i = 0; i < 2; i++) {
-      const migrate = await docker(['run', '--rm', '--network', network.getName(), ...HARDENED,
-        '--env', `DATABASE_URL=${databaseUrl}`, image, 'migrate']);
+      const migrate = await docker([
+        'run',
+        '--rm',
+        '--network',
+        network.getName(),
+        ...HARDENED,
+        '--env',
+        `DATABASE_URL=${databaseUrl}`,
+        image,
+        'migrate',
+      ]);
       expect([migrate.code, migrate.stderr]).toEqual([0, expect.any(String)]);
     }
-    const applied = await postgres.exec(['psql', '-U', 'roost', '-d', 'roost', '-tAc', 'select count(*) from schema_migrations']);
+    const applied = await postgres.exec([
+      'psql',
+      '-U',
+      'roost',
+      '-d',
+      'roost',
+      '-tAc',
+      'select count(*) from schema_migrations',
+    ]);
     expect(applied.exitCode).toBe(0);
     expect(Number(applied.output.trim())).toBe(loadMigrations().length);
   });
@@ -65,7 +101,9 @@ describe('api, gateway and worker containers against Postgres and Redis', () => 
     [api, gateway, worker] = started.map((result) => (result.status === 'fulfilled' ? result.value : undefined!));
     for (const result of started) if (result.status === 'rejected') throw result.reason;
     for (const container of [api, gateway, worker]) {
-      expect(await inspect(container.getId(), '{{.HostConfig.ReadonlyRootfs}} {{.Config.User}}')).toBe('true 1000:1000');
+      expect(await inspect(container.getId(), '{{.HostConfig.ReadonlyRootfs}} {{.Config.User}}')).toBe(
+        'true 1000:1000',
+      );
       expect(await dockerOk(['exec', container.getId(), 'id', '-u'])).toBe('1000');
     }
   });
@@ -73,7 +111,9 @@ describe('api, gateway and worker containers against Postgres and Redis', () => 
   it('a message sent through the api reaches a socket on the gateway (Redis) and its body is served (Postgres)', async () => {
     const socket = await connect(gateway.getUrl(), { token: api.getAgentToken('@img.bob') });
     try {
-      const accepted = await api.client('@img.alice').send({ to: ['@img.bob'], subject: 'cluster', content_parts: [textPart('across')] });
+      const accepted = await api
+        .client('@img.alice')
+        .send({ to: ['@img.bob'], subject: 'cluster', content_parts: [textPart('across')] });
       await socket.until(() => socket.ids.includes(accepted.id), 10_000, 'the frame on the gateway');
       expect((await api.client('@img.bob').message(accepted.id)).content_parts).toEqual([textPart('across')]);
     } finally {
@@ -88,12 +128,20 @@ describe('api, gateway and worker containers against Postgres and Redis', () => 
         envelope: { to: ['@img.bob'], subject: 'scheduled', content_parts: [textPart('later')] },
         start_at: Date.now() + 1_000,
       });
-      await socket.until(() => socket.notifies.some((frame) => frame.subject === 'scheduled'), 30_000, 'the scheduled frame');
+      await socket.until(
+        () => socket.notifies.some((frame) => frame.subject === 'scheduled'),
+        30_000,
+        'the scheduled frame',
+      );
       // the firing commits the message, then records itself on the schedule
-      const fired = await eventually(async () => {
-        const current = await api.client('@img.alice').schedule(schedule.id);
-        return current.send_count === 1 ? current : undefined;
-      }, 10_000, 'the schedule to record its firing');
+      const fired = await eventually(
+        async () => {
+          const current = await api.client('@img.alice').schedule(schedule.id);
+          return current.send_count === 1 ? current : undefined;
+        },
+        10_000,
+        'the schedule to record its firing',
+      );
       expect(fired.last_envelope_id).toBe(socket.notifies.find((frame) => frame.subject === 'scheduled').id);
     } finally {
       socket.close();
@@ -105,7 +153,11 @@ describe('api, gateway and worker containers against Postgres and Redis', () => 
   });
 
   it('each role drains on docker stop and exits 0 on its own', async () => {
-    for (const [role, container] of [['gateway', gateway], ['worker', worker], ['api', api]] as const) {
+    for (const [role, container] of [
+      ['gateway', gateway],
+      ['worker', worker],
+      ['api', api],
+    ] as const) {
       const stopped = await stop(container.getId(), 30);
       expect([role, stopped.exitCode, stopped.oomKilled]).toEqual([role, 0, false]);
       expect(stopped.ms).toBeLessThan(25_000);

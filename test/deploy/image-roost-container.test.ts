@@ -32,18 +32,24 @@ describe('RoostContainer', () => {
   it('one agent sends, the other receives (live frame, mailbox, body)', async () => {
     const socket = await connect(roost.getUrl(), { token: roost.getAgentToken('@tc.bob') });
     try {
-      const accepted = await roost.client('@tc.alice').send({ to: ['@tc.bob'], subject: 'hi', content_parts: [textPart('hello bob')] });
+      const accepted = await roost
+        .client('@tc.alice')
+        .send({ to: ['@tc.bob'], subject: 'hi', content_parts: [textPart('hello bob')] });
       await socket.until(() => socket.ids.includes(accepted.id), 10_000, 'the frame');
       expect(roost.getWebSocketUrl()).toBe(`${roost.getUrl().replace('http', 'ws')}/connect`);
       const bob = roost.client('@tc.bob');
       expect((await bob.mailbox({ unread: true })).envelope_headers.map((h) => h.id)).toEqual([accepted.id]);
-      expect(await bob.message(accepted.id)).toEqual(expect.objectContaining({ from: '@tc.alice', content_parts: [textPart('hello bob')] }));
+      expect(await bob.message(accepted.id)).toEqual(
+        expect.objectContaining({ from: '@tc.alice', content_parts: [textPart('hello bob')] }),
+      );
     } finally {
       socket.close();
     }
   });
 
   it('refuses withAgents on a role without the admin API', async () => {
-    await expect(new RoostContainer(testImage()).withRole('gateway').withAgents('@tc.x').start()).rejects.toThrow(/needs the admin API/);
+    await expect(new RoostContainer(testImage()).withRole('gateway').withAgents('@tc.x').start()).rejects.toThrow(
+      /needs the admin API/,
+    );
   });
 });

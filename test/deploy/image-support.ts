@@ -23,7 +23,11 @@ export interface Result {
 /** `docker <args>`; resolves with the exit code (never rejects on a non-zero one). */
 export async function docker(args: string[], timeoutMs = 120_000): Promise<Result> {
   try {
-    const { stdout, stderr } = await run('docker', args, { encoding: 'utf8', timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 });
+    const { stdout, stderr } = await run('docker', args, {
+      encoding: 'utf8',
+      timeout: timeoutMs,
+      maxBuffer: 16 * 1024 * 1024,
+    });
     return { code: 0, stdout: stdout.trim(), stderr: stderr.trim() };
   } catch (error) {
     const e = error as { code?: number | string; stdout?: string; stderr?: string; message: string };
@@ -35,14 +39,21 @@ export async function docker(args: string[], timeoutMs = 120_000): Promise<Resul
 /** `docker <args>`, failing with docker's stderr on a non-zero exit; stdout. */
 export async function dockerOk(args: string[], timeoutMs?: number): Promise<string> {
   const result = await docker(args, timeoutMs);
-  if (result.code !== 0) throw new Error(`docker ${args.join(' ')} exited ${result.code}: ${result.stderr || result.stdout}`);
+  if (result.code !== 0)
+    throw new Error(`docker ${args.join(' ')} exited ${result.code}: ${result.stderr || result.stdout}`);
   return result.stdout;
 }
 
 export const uniqueName = (what: string): string => `roost-it-${what}-${randomBytes(4).toString('hex')}`;
 
 /** The production-like flags: read-only root filesystem, a small tmpfs /tmp, no new privileges. */
-export const HARDENED = ['--read-only', '--tmpfs', '/tmp:rw,noexec,nosuid,size=64m', '--security-opt', 'no-new-privileges'];
+export const HARDENED = [
+  '--read-only',
+  '--tmpfs',
+  '/tmp:rw,noexec,nosuid,size=64m',
+  '--security-opt',
+  'no-new-privileges',
+];
 
 /** `http://127.0.0.1:<host port>` for a container port published with `-p 127.0.0.1::<port>`. */
 export async function publishedUrl(container: string, port = 8025): Promise<string> {
@@ -67,7 +78,10 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
     } catch (error) {
       last = error;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last instanceof Error ? last.message : JSON.stringify(last)}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${last instanceof Error ? last.message : JSON.stringify(last)}` : ''}`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
@@ -83,11 +97,18 @@ export async function ok(url: string): Promise<true | undefined> {
 export const health = (container: string): Promise<string> => inspect(container, '{{.State.Health.Status}}');
 
 export async function untilHealthy(container: string, timeoutMs = 150_000): Promise<void> {
-  await eventually(async () => ((await health(container)) === 'healthy' ? true : undefined), timeoutMs, `${container} healthy`);
+  await eventually(
+    async () => ((await health(container)) === 'healthy' ? true : undefined),
+    timeoutMs,
+    `${container} healthy`,
+  );
 }
 
 /** `docker stop` (SIGTERM, SIGKILL after `grace` s): how long it took and how the process ended. */
-export async function stop(container: string, grace = 30): Promise<{ ms: number; exitCode: number; oomKilled: boolean }> {
+export async function stop(
+  container: string,
+  grace = 30,
+): Promise<{ ms: number; exitCode: number; oomKilled: boolean }> {
   const started = Date.now();
   await dockerOk(['stop', '--time', String(grace), container], (grace + 30) * 1000);
   const ms = Date.now() - started;

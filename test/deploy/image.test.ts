@@ -34,11 +34,19 @@ describe('the image', () => {
   });
 
   it('holds production dependencies and the compiled code only, owned by root', async () => {
-    const check = await docker(['run', '--rm', image, 'sh', '-c',
+    const check = await docker([
+      'run',
+      '--rm',
+      image,
+      'sh',
+      '-c',
       'test -f /app/dist/apps/roost/src/main.js && test -f /app/dist/console/index.html && test -d /app/node_modules/pg && test ! -e /app/node_modules/typescript ' +
-        '&& test ! -e /app/node_modules/jest && test ! -e /app/node_modules/vite && test ! -e /app/node_modules/testcontainers && test ! -e /app/apps && stat -c %u /app/dist']);
+        '&& test ! -e /app/node_modules/jest && test ! -e /app/node_modules/vite && test ! -e /app/node_modules/testcontainers && test ! -e /app/apps && stat -c %u /app/dist',
+    ]);
     expect(check).toEqual(expect.objectContaining({ code: 0, stdout: '0' }));
-    const [size, user] = (await dockerOk(['image', 'inspect', '--format', '{{.Size}} {{.Config.User}}', image])).split(' ');
+    const [size, user] = (await dockerOk(['image', 'inspect', '--format', '{{.Size}} {{.Config.User}}', image])).split(
+      ' ',
+    );
     expect(user).toBe('1000:1000');
     report(`size ${Math.round(Number(size) / 1e6)} MB (${size} bytes)`);
   });
@@ -50,14 +58,26 @@ describe('the embedded operator (roost all) in a hardened container', () => {
   let url: string;
 
   beforeAll(async () => {
-    await dockerOk(['run', '--detach', '--name', name, ...HARDENED, '--publish', '127.0.0.1::8025', '--env', `ROOST_ADMIN_TOKEN=${adminToken}`, image]);
+    await dockerOk([
+      'run',
+      '--detach',
+      '--name',
+      name,
+      ...HARDENED,
+      '--publish',
+      '127.0.0.1::8025',
+      '--env',
+      `ROOST_ADMIN_TOKEN=${adminToken}`,
+      image,
+    ]);
     url = await publishedUrl(name);
     await eventually(() => ok(`${url}/healthz`), 60_000, 'GET /healthz');
   });
 
   afterAll(async () => {
     const logs = await docker(['logs', '--tail', '30', name]);
-    if (logs.code === 0 && expect.getState().assertionCalls === 0) report(`${name} logs:\n${logs.stdout}\n${logs.stderr}`);
+    if (logs.code === 0 && expect.getState().assertionCalls === 0)
+      report(`${name} logs:\n${logs.stdout}\n${logs.stderr}`);
     await removeContainers(name);
   });
 
@@ -83,12 +103,18 @@ describe('the embedded operator (roost all) in a hardened container', () => {
     const bob = new RoostClient({ url, token: (await admin.createAgent('@img.bob', { policy: 'open' })).token });
     const socket = await connect(url, { token: bob.token });
     try {
-      const accepted = await alice.send({ to: ['@img.bob'], subject: 'from the image', content_parts: [textPart('hello')] });
+      const accepted = await alice.send({
+        to: ['@img.bob'],
+        subject: 'from the image',
+        content_parts: [textPart('hello')],
+      });
       await socket.until(() => socket.ids.includes(accepted.id), 10_000, 'the header frame');
       const page = await bob.mailbox({ unread: true });
       expect(page.envelope_headers.map((h) => h.id)).toEqual([accepted.id]);
       const stored = await bob.message(accepted.id);
-      expect(stored).toEqual(expect.objectContaining({ id: accepted.id, from: '@img.alice', subject: 'from the image' }));
+      expect(stored).toEqual(
+        expect.objectContaining({ id: accepted.id, from: '@img.alice', subject: 'from the image' }),
+      );
       expect(stored.content_parts).toEqual([textPart('hello')]);
     } finally {
       socket.close();

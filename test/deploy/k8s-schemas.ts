@@ -23,12 +23,32 @@ const MODELS: Record<string, [string, string, string]> = {
   'v1/ServiceAccount': ['kubernetes-models/v1/ServiceAccount', 'ServiceAccount', 'IServiceAccount'],
   'apps/v1/Deployment': ['kubernetes-models/apps/v1/Deployment', 'Deployment', 'IDeployment'],
   'batch/v1/Job': ['kubernetes-models/batch/v1/Job', 'Job', 'IJob'],
-  'policy/v1/PodDisruptionBudget': ['kubernetes-models/policy/v1/PodDisruptionBudget', 'PodDisruptionBudget', 'IPodDisruptionBudget'],
-  'autoscaling/v2/HorizontalPodAutoscaler': ['kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler', 'HorizontalPodAutoscaler', 'IHorizontalPodAutoscaler'],
+  'policy/v1/PodDisruptionBudget': [
+    'kubernetes-models/policy/v1/PodDisruptionBudget',
+    'PodDisruptionBudget',
+    'IPodDisruptionBudget',
+  ],
+  'autoscaling/v2/HorizontalPodAutoscaler': [
+    'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler',
+    'HorizontalPodAutoscaler',
+    'IHorizontalPodAutoscaler',
+  ],
   'networking.k8s.io/v1/Ingress': ['kubernetes-models/networking.k8s.io/v1/Ingress', 'Ingress', 'IIngress'],
-  'networking.k8s.io/v1/NetworkPolicy': ['kubernetes-models/networking.k8s.io/v1/NetworkPolicy', 'NetworkPolicy', 'INetworkPolicy'],
-  'monitoring.coreos.com/v1/ServiceMonitor': ['@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor', 'ServiceMonitor', 'IServiceMonitor'],
-  'monitoring.coreos.com/v1/PrometheusRule': ['@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule', 'PrometheusRule', 'IPrometheusRule'],
+  'networking.k8s.io/v1/NetworkPolicy': [
+    'kubernetes-models/networking.k8s.io/v1/NetworkPolicy',
+    'NetworkPolicy',
+    'INetworkPolicy',
+  ],
+  'monitoring.coreos.com/v1/ServiceMonitor': [
+    '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor',
+    'ServiceMonitor',
+    'IServiceMonitor',
+  ],
+  'monitoring.coreos.com/v1/PrometheusRule': [
+    '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule',
+    'PrometheusRule',
+    'IPrometheusRule',
+  ],
 };
 
 const describe_ = (object: K8s) => `${object.kind}/${object.metadata?.name}`;

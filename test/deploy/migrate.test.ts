@@ -14,7 +14,11 @@ async function appliedRows(url: string): Promise<Array<{ version: string; applie
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    return (await client.query<{ version: string; applied_at: string }>('SELECT version, applied_at FROM schema_migrations ORDER BY version')).rows;
+    return (
+      await client.query<{ version: string; applied_at: string }>(
+        'SELECT version, applied_at FROM schema_migrations ORDER BY version',
+      )
+    ).rows;
   } finally {
     await client.end();
   }
@@ -34,7 +38,9 @@ async function tables(url: string): Promise<string[]> {
   }
 }
 
-const postgres = Boolean(process.env.ROOST_TEST_DATABASE_URL ?? process.env.DATABASE_URL) || process.env.ROOST_TEST_REQUIRE_SERVICES === '1';
+const postgres =
+  Boolean(process.env.ROOST_TEST_DATABASE_URL ?? process.env.DATABASE_URL) ||
+  process.env.ROOST_TEST_REQUIRE_SERVICES === '1';
 (postgres ? describe : describe.skip)('roost migrate on Postgres (DATABASE_URL)', () => {
   it('applies every migration without the admin token or Redis, whatever ROOST_ROLE says, and is idempotent', async () => {
     const database = await createTestDatabase('roost_migrate');
@@ -42,7 +48,9 @@ const postgres = Boolean(process.env.ROOST_TEST_DATABASE_URL ?? process.env.DATA
       await expect(runMigrations({ DATABASE_URL: database.url, ROOST_ROLE: 'api' })).resolves.toEqual(all());
       const first = await appliedRows(database.url);
       expect(first.map((row) => row.version)).toEqual(all());
-      expect(await tables(database.url)).toEqual(expect.arrayContaining(['agents', 'envelopes', 'mailbox_entries', 'mailboxes', 'orgs']));
+      expect(await tables(database.url)).toEqual(
+        expect.arrayContaining(['agents', 'envelopes', 'mailbox_entries', 'mailboxes', 'orgs']),
+      );
       await expect(runMigrations({ DATABASE_URL: database.url })).resolves.toEqual(all());
       // The second run applied nothing: the same rows, with the times of the first.
       expect(await appliedRows(database.url)).toEqual(first);
@@ -79,7 +87,9 @@ const postgres = Boolean(process.env.ROOST_TEST_DATABASE_URL ?? process.env.DATA
 
 // PGlite loads its WebAssembly through a dynamic import, which jest allows only under
 // --experimental-vm-modules (npm test sets it).
-const vmModules = `${process.env.NODE_OPTIONS ?? ''} ${process.execArgv.join(' ')}`.includes('--experimental-vm-modules');
+const vmModules = `${process.env.NODE_OPTIONS ?? ''} ${process.execArgv.join(' ')}`.includes(
+  '--experimental-vm-modules',
+);
 (vmModules ? describe : describe.skip)('roost migrate on the embedded database (ROOST_DATA_DIR)', () => {
   const dataDir = mkdtempSync(join(tmpdir(), 'roost-migrate-'));
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));

@@ -32,7 +32,11 @@ function promtool(args: string[], cwd?: string) {
 }
 
 /** The rule groups of a rendering, as a Prometheus rule file. */
-function ruleFile(inputs: Array<string | Values>, namespace = 'roost', release = 'roost'): { file: string; groups: K8s[] } {
+function ruleFile(
+  inputs: Array<string | Values>,
+  namespace = 'roost',
+  release = 'roost',
+): { file: string; groups: K8s[] } {
   const files = inputs.map((input) => (typeof input === 'string' ? input : valuesFile(input)));
   const result = renderChart(files, release, namespace);
   if (!result.ok) throw new Error(result.error);
@@ -50,7 +54,15 @@ describeTools('the PrometheusRule, checked by promtool', () => {
   const renderings: Array<[string, Array<string | Values>, string, string]> = [
     ['examples/production.yaml', [PRODUCTION], 'roost', 'roost'],
     ['required values, rules on', [REQUIRED, { metrics: { prometheusRule: { enabled: true } } }], 'roost', 'roost'],
-    ['no worker and no gateway', [REQUIRED, { worker: { enabled: false }, gateway: { enabled: false }, metrics: { prometheusRule: { enabled: true } } }], 'roost', 'roost'],
+    [
+      'no worker and no gateway',
+      [
+        REQUIRED,
+        { worker: { enabled: false }, gateway: { enabled: false }, metrics: { prometheusRule: { enabled: true } } },
+      ],
+      'roost',
+      'roost',
+    ],
     [
       'another release and namespace, every threshold changed, extra rules',
       [
@@ -66,7 +78,14 @@ describeTools('the PrometheusRule, checked by promtool', () => {
               restartsPer15m: 5,
               retentionStaleMinutes: 120,
               slowConsumerClosesPer5m: 0.5,
-              extraRules: [{ alert: 'MyRoostAlert', expr: 'sum(rate(roost_receipts_total[5m])) > 100', for: '5m', labels: { severity: 'info' } }],
+              extraRules: [
+                {
+                  alert: 'MyRoostAlert',
+                  expr: 'sum(rate(roost_receipts_total[5m])) > 100',
+                  for: '5m',
+                  labels: { severity: 'info' },
+                },
+              ],
             },
           },
         },
@@ -82,12 +101,23 @@ describeTools('the PrometheusRule, checked by promtool', () => {
     const run = promtool(['check', 'rules', file]);
     expect([run.status, run.output]).toEqual([0, expect.stringContaining(`SUCCESS: ${count} rules found`)]);
     for (const group of groups) {
-      for (const rule of group.rules) if (rule.alert && rule.alert !== 'MyRoostAlert') expect(rule.expr).toContain(`namespace="${namespace}"`);
+      for (const rule of group.rules)
+        if (rule.alert && rule.alert !== 'MyRoostAlert') expect(rule.expr).toContain(`namespace="${namespace}"`);
     }
   });
 
   it('promtool check rules rejects a broken expression (the check is real)', () => {
-    const { file } = ruleFile([REQUIRED, { metrics: { prometheusRule: { enabled: true, extraRules: [{ alert: 'Broken', expr: 'sum(rate(roost_receipts_total[5m]) > ' }] } } }]);
+    const { file } = ruleFile([
+      REQUIRED,
+      {
+        metrics: {
+          prometheusRule: {
+            enabled: true,
+            extraRules: [{ alert: 'Broken', expr: 'sum(rate(roost_receipts_total[5m]) > ' }],
+          },
+        },
+      },
+    ]);
     const run = promtool(['check', 'rules', file]);
     expect(run.status).not.toBe(0);
     expect(run.output).toMatch(/Broken|parse error/);
@@ -106,18 +136,35 @@ describeTools('the PrometheusRule, checked by promtool', () => {
         alert: 'RoostAcceptErrorRateHigh',
         fires: {
           series: [
-            [`roost_http_requests_total{${sel('roost-api', ',route="/messages",method="POST",status="202"')}}`, '0+90x30'],
-            [`roost_http_requests_total{${sel('roost-api', ',route="/messages",method="POST",status="500"')}}`, '0+10x30'],
+            [
+              `roost_http_requests_total{${sel('roost-api', ',route="/messages",method="POST",status="202"')}}`,
+              '0+90x30',
+            ],
+            [
+              `roost_http_requests_total{${sel('roost-api', ',route="/messages",method="POST",status="500"')}}`,
+              '0+10x30',
+            ],
           ],
           at: '15m',
           labels: { severity: 'critical' },
           summary: 'More than 10% of POST /messages fail with a 5xx',
         },
-        quiet: [[
-          [`roost_http_requests_total{${sel('roost-api', ',route="/messages",method="POST",status="202"')}}`, '0+100x30'],
-          [`roost_http_requests_total{${sel('roost-api', ',route="/messages",method="POST",status="500"')}}`, '0+0x30'],
-          [`roost_http_requests_total{${sel('roost-api', ',route="/mailbox",method="GET",status="500"')}}`, '0+50x30'],
-        ]],
+        quiet: [
+          [
+            [
+              `roost_http_requests_total{${sel('roost-api', ',route="/messages",method="POST",status="202"')}}`,
+              '0+100x30',
+            ],
+            [
+              `roost_http_requests_total{${sel('roost-api', ',route="/messages",method="POST",status="500"')}}`,
+              '0+0x30',
+            ],
+            [
+              `roost_http_requests_total{${sel('roost-api', ',route="/mailbox",method="GET",status="500"')}}`,
+              '0+50x30',
+            ],
+          ],
+        ],
       },
       {
         alert: 'RoostHttpLatencyP99High',
@@ -131,38 +178,67 @@ describeTools('the PrometheusRule, checked by promtool', () => {
           summary: 'p99 latency of /messages is 2.485s',
         },
         quiet: [
-          ['0.5', '1', '2.5', '+Inf'].map((le): [string, string] => [`roost_http_request_duration_seconds_bucket{${sel('roost-api', `,route="/messages",method="POST",le="${le}"`)}}`, '0+10x40']),
+          ['0.5', '1', '2.5', '+Inf'].map((le): [string, string] => [
+            `roost_http_request_duration_seconds_bucket{${sel('roost-api', `,route="/messages",method="POST",le="${le}"`)}}`,
+            '0+10x40',
+          ]),
           // a slow WebSocket upgrade is not an HTTP latency problem
-          ['0.5', '+Inf'].map((le): [string, string] => [`roost_http_request_duration_seconds_bucket{${sel('roost-gateway', `,route="/connect",method="GET",le="${le}"`)}}`, le === '+Inf' ? '0+10x40' : '0+0x40']),
+          ['0.5', '+Inf'].map((le): [string, string] => [
+            `roost_http_request_duration_seconds_bucket{${sel('roost-gateway', `,route="/connect",method="GET",le="${le}"`)}}`,
+            le === '+Inf' ? '0+10x40' : '0+0x40',
+          ]),
         ],
       },
       {
         alert: 'RoostStreamReadLagHigh',
         fires: {
-          series: ['1', '5', '+Inf'].map((le): [string, string] => [`roost_stream_read_lag_seconds_bucket{${sel('roost-gateway', `,le="${le}"`)}}`, le === '1' ? '0+0x30' : '0+10x30']),
+          series: ['1', '5', '+Inf'].map((le): [string, string] => [
+            `roost_stream_read_lag_seconds_bucket{${sel('roost-gateway', `,le="${le}"`)}}`,
+            le === '1' ? '0+0x30' : '0+10x30',
+          ]),
           at: '15m',
           labels: { severity: 'warning' },
           summary: 'Gateways read header frames 4.96s after they were published (p99)',
         },
-        quiet: [['1', '5', '+Inf'].map((le): [string, string] => [`roost_stream_read_lag_seconds_bucket{${sel('roost-gateway', `,le="${le}"`)}}`, '0+10x30'])],
+        quiet: [
+          ['1', '5', '+Inf'].map((le): [string, string] => [
+            `roost_stream_read_lag_seconds_bucket{${sel('roost-gateway', `,le="${le}"`)}}`,
+            '0+10x30',
+          ]),
+        ],
       },
       {
         alert: 'RoostScheduleLagHigh',
-        fires: { series: [[`roost_schedule_lag_seconds{${sel('roost-worker')}}`, '300+0x20']], at: '10m', labels: { severity: 'warning' }, summary: 'A due schedule has waited 5m 0s' },
+        fires: {
+          series: [[`roost_schedule_lag_seconds{${sel('roost-worker')}}`, '300+0x20']],
+          at: '10m',
+          labels: { severity: 'warning' },
+          summary: 'A due schedule has waited 5m 0s',
+        },
         quiet: [[[`roost_schedule_lag_seconds{${sel('roost-worker')}}`, '0+0x20']]],
       },
       {
         alert: 'RoostPodRestarting',
         fires: {
-          series: [[`kube_pod_container_status_restarts_total{${ksm},pod="roost-api-6d9f-x2k4",container="roost"}`, '0+1x30']],
+          series: [
+            [`kube_pod_container_status_restarts_total{${ksm},pod="roost-api-6d9f-x2k4",container="roost"}`, '0+1x30'],
+          ],
           at: '20m',
-          labels: { severity: 'warning', job: 'kube-state-metrics', namespace: 'roost', pod: 'roost-api-6d9f-x2k4', container: 'roost' },
+          labels: {
+            severity: 'warning',
+            job: 'kube-state-metrics',
+            namespace: 'roost',
+            pod: 'roost-api-6d9f-x2k4',
+            container: 'roost',
+          },
           summary: 'roost-api-6d9f-x2k4 restarted 15 times in 15 minutes',
         },
-        quiet: [[
-          [`kube_pod_container_status_restarts_total{${ksm},pod="roost-api-6d9f-x2k4",container="roost"}`, '2+0x30'],
-          [`kube_pod_container_status_restarts_total{${ksm},pod="other-app-1",container="app"}`, '0+1x30'],
-        ]],
+        quiet: [
+          [
+            [`kube_pod_container_status_restarts_total{${ksm},pod="roost-api-6d9f-x2k4",container="roost"}`, '2+0x30'],
+            [`kube_pod_container_status_restarts_total{${ksm},pod="other-app-1",container="app"}`, '0+1x30'],
+          ],
+        ],
       },
       {
         alert: 'RoostTargetDown',
@@ -172,7 +248,12 @@ describeTools('the PrometheusRule, checked by promtool', () => {
           labels: { severity: 'warning', namespace: 'roost', job: 'roost-api', instance: '10.0.0.1:9464' },
           summary: 'roost-api target 10.0.0.1:9464 is down',
         },
-        quiet: [[[`up{${sel('roost-api')}}`, '1x20'], [`up{namespace="roost",job="postgres",instance="db:9187"}`, '0x20']]],
+        quiet: [
+          [
+            [`up{${sel('roost-api')}}`, '1x20'],
+            [`up{namespace="roost",job="postgres",instance="db:9187"}`, '0x20'],
+          ],
+        ],
       },
       {
         alert: 'RoostRedisErrors',
@@ -192,7 +273,12 @@ describeTools('the PrometheusRule, checked by promtool', () => {
           labels: { severity: 'warning', job: 'roost-api', instance: '10.0.0.1:9464' },
           summary: '10.0.0.1:9464 has queries waiting for a Postgres connection',
         },
-        quiet: [[[`roost_db_pool_connections{${sel('roost-api', ',state="waiting"')}}`, '0x30'], [`roost_db_pool_connections{${sel('roost-api', ',state="in_use"')}}`, '20x30']]],
+        quiet: [
+          [
+            [`roost_db_pool_connections{${sel('roost-api', ',state="waiting"')}}`, '0x30'],
+            [`roost_db_pool_connections{${sel('roost-api', ',state="in_use"')}}`, '20x30'],
+          ],
+        ],
       },
       {
         alert: 'RoostNoReadyReplicas',
@@ -222,7 +308,10 @@ describeTools('the PrometheusRule, checked by promtool', () => {
         fires: {
           series: [
             [`roost_dependency_up{${sel('roost-api', ',dependency="redis"')}}`, '0x10'],
-            [`roost_dependency_up{namespace="roost",job="roost-api",instance="10.0.0.2:9464",dependency="redis"}`, '0x10'],
+            [
+              `roost_dependency_up{namespace="roost",job="roost-api",instance="10.0.0.2:9464",dependency="redis"}`,
+              '0x10',
+            ],
             [`roost_dependency_up{${sel('roost-api', ',dependency="postgres"')}}`, '1x10'],
           ],
           at: '5m',
@@ -230,10 +319,15 @@ describeTools('the PrometheusRule, checked by promtool', () => {
           summary: 'roost-api cannot reach redis',
         },
         // one pod of two cut off is that pod's problem, not the dependency's
-        quiet: [[
-          [`roost_dependency_up{${sel('roost-api', ',dependency="redis"')}}`, '0x10'],
-          [`roost_dependency_up{namespace="roost",job="roost-api",instance="10.0.0.2:9464",dependency="redis"}`, '1x10'],
-        ]],
+        quiet: [
+          [
+            [`roost_dependency_up{${sel('roost-api', ',dependency="redis"')}}`, '0x10'],
+            [
+              `roost_dependency_up{namespace="roost",job="roost-api",instance="10.0.0.2:9464",dependency="redis"}`,
+              '1x10',
+            ],
+          ],
+        ],
       },
       {
         alert: 'RoostJobsFailing',
@@ -257,11 +351,13 @@ describeTools('the PrometheusRule, checked by promtool', () => {
           labels: { severity: 'warning' },
           summary: 'No successful retention run in 30 minutes',
         },
-        quiet: [[
-          [`roost_job_duration_seconds_count{${sel('roost-worker', ',name="retention.purge"')}}`, '0+1x60'],
-          [`roost_job_failures_total{${sel('roost-worker', ',name="retention.purge"')}}`, '0+0x60'],
-          [`roost_job_duration_seconds_count{${sel('roost-worker', ',name="schedules.tick"')}}`, '0+1x60'],
-        ]],
+        quiet: [
+          [
+            [`roost_job_duration_seconds_count{${sel('roost-worker', ',name="retention.purge"')}}`, '0+1x60'],
+            [`roost_job_failures_total{${sel('roost-worker', ',name="retention.purge"')}}`, '0+0x60'],
+            [`roost_job_duration_seconds_count{${sel('roost-worker', ',name="schedules.tick"')}}`, '0+1x60'],
+          ],
+        ],
       },
       {
         alert: 'RoostWsSlowConsumerCloses',
@@ -311,7 +407,19 @@ describeTools('the PrometheusRule, checked by promtool', () => {
             {
               interval: '1m',
               input_series: [{ series: `up{${sel('roost-api')}}`, values: '1x30' }],
-              alert_rule_test: [{ eval_time: '15m', alertname: 'RoostRetentionNotRunning', exp_alerts: [expected('RoostRetentionNotRunning', { severity: 'warning' }, 'No successful retention run in 30 minutes')] }],
+              alert_rule_test: [
+                {
+                  eval_time: '15m',
+                  alertname: 'RoostRetentionNotRunning',
+                  exp_alerts: [
+                    expected(
+                      'RoostRetentionNotRunning',
+                      { severity: 'warning' },
+                      'No successful retention run in 30 minutes',
+                    ),
+                  ],
+                },
+              ],
             },
           ],
         }),
@@ -333,7 +441,9 @@ describeTools('the PrometheusRule, checked by promtool', () => {
         {
           interval: '1m',
           input_series: series(c.fires.series),
-          alert_rule_test: [{ eval_time: c.fires.at, alertname: alert, exp_alerts: [expected(alert, c.fires.labels, c.fires.summary)] }],
+          alert_rule_test: [
+            { eval_time: c.fires.at, alertname: alert, exp_alerts: [expected(alert, c.fires.labels, c.fires.summary)] },
+          ],
         },
         ...c.quiet.map((quiet) => ({
           interval: '1m',
@@ -354,7 +464,19 @@ describeTools('the PrometheusRule, checked by promtool', () => {
         join(dir, 'wrong.test.yaml'),
         stringify({
           rule_files: ['rules.yaml'],
-          tests: [{ interval: '1m', input_series: c.quiet[0].map(([s, values]) => ({ series: s, values })), alert_rule_test: [{ eval_time: c.fires.at, alertname: c.alert, exp_alerts: [expected(c.alert, c.fires.labels, c.fires.summary)] }] }],
+          tests: [
+            {
+              interval: '1m',
+              input_series: c.quiet[0].map(([s, values]) => ({ series: s, values })),
+              alert_rule_test: [
+                {
+                  eval_time: c.fires.at,
+                  alertname: c.alert,
+                  exp_alerts: [expected(c.alert, c.fires.labels, c.fires.summary)],
+                },
+              ],
+            },
+          ],
         }),
       );
       const run = promtool(['test', 'rules', 'wrong.test.yaml'], dir);
@@ -370,15 +492,20 @@ describeWithTool(promtoolMissing())('the Grafana dashboard, checked by promtool'
     panels: Array<{ id: number; title: string; targets?: Array<{ refId: string; expr: string }> }>;
   };
   /** Grafana's variables as a query would see them on a real dashboard. */
-  const substitute = (expr: string) => expr.replaceAll('$__rate_interval', '2m').replaceAll('$namespace', 'roost').replaceAll('$job', 'roost-api|roost-gateway');
+  const substitute = (expr: string) =>
+    expr
+      .replaceAll('$__rate_interval', '2m')
+      .replaceAll('$namespace', 'roost')
+      .replaceAll('$job', 'roost-api|roost-gateway');
 
   it('every panel query and variable query parses as PromQL', () => {
     const rules: Array<{ record: string; expr: string }> = [];
     for (const panel of dashboard.panels) {
-      for (const target of panel.targets ?? []) rules.push({ record: `grafana_panel_${panel.id}_${target.refId}`, expr: substitute(target.expr) });
+      for (const target of panel.targets ?? [])
+        rules.push({ record: `grafana_panel_${panel.id}_${target.refId}`, expr: substitute(target.expr) });
     }
     for (const variable of dashboard.templating.list) {
-      const query = (variable.query as { query?: string } | string | undefined);
+      const query = variable.query as { query?: string } | string | undefined;
       const text = typeof query === 'string' ? query : query?.query;
       const inner = text && /^label_values\((.+),\s*\w+\)$/.exec(text)?.[1];
       if (inner) rules.push({ record: `grafana_variable_${variable.name}`, expr: substitute(inner) });

@@ -10,7 +10,17 @@ import { createTestDatabase } from '../support/database';
 import { freePort, ROOST_MAIN, startAll, stopAll, type TestProcess } from '../support/processes';
 import { testRedisUrl } from '../support/services';
 import { connect, type Listener } from '../support/ws';
-import { CHART, DEPLOY, REQUIRE_TOOLS, definedMetrics, describeWithTool, helmMissing, referencedMetrics, renderChart, toolMissing } from './support';
+import {
+  CHART,
+  DEPLOY,
+  REQUIRE_TOOLS,
+  definedMetrics,
+  describeWithTool,
+  helmMissing,
+  referencedMetrics,
+  renderChart,
+  toolMissing,
+} from './support';
 
 /**
  * A real Prometheus (Debian's prometheus 2.42) scrapes a running api, gateway and worker under a
@@ -27,7 +37,10 @@ import { CHART, DEPLOY, REQUIRE_TOOLS, definedMetrics, describeWithTool, helmMis
 jest.setTimeout(180_000);
 
 const PROMETHEUS = process.env.ROOST_PROMETHEUS ?? 'prometheus';
-const services = Boolean((process.env.ROOST_TEST_DATABASE_URL ?? process.env.DATABASE_URL) && (process.env.ROOST_TEST_REDIS_URL ?? process.env.REDIS_URL));
+const services = Boolean(
+  (process.env.ROOST_TEST_DATABASE_URL ?? process.env.DATABASE_URL) &&
+  (process.env.ROOST_TEST_REDIS_URL ?? process.env.REDIS_URL),
+);
 const missing =
   helmMissing() ??
   toolMissing(PROMETHEUS, ['--version'], 'apt-get install prometheus, or .ci/helm.sh') ??
@@ -94,10 +107,17 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
     // Each role's separate metrics listener, on a free port of its own.
     metricsPorts = [await freePort(), await freePort(), await freePort()];
     // The api first: it applies the migrations.
-    [roles[0]] = await startAll([{ name: 'api', env: { ...env, ROOST_ROLE: 'api', ROOST_METRICS_PORT: String(metricsPorts[0]) } }]);
+    [roles[0]] = await startAll([
+      { name: 'api', env: { ...env, ROOST_ROLE: 'api', ROOST_METRICS_PORT: String(metricsPorts[0]) } },
+    ]);
     roles = [
       roles[0],
-      ...(await startAll(['gateway', 'worker'].map((role, i) => ({ name: role, env: { ...env, ROOST_ROLE: role, ROOST_METRICS_PORT: String(metricsPorts[i + 1]) } })))),
+      ...(await startAll(
+        ['gateway', 'worker'].map((role, i) => ({
+          name: role,
+          env: { ...env, ROOST_ROLE: role, ROOST_METRICS_PORT: String(metricsPorts[i + 1]) },
+        })),
+      )),
     ];
 
     // The chart's alert rules, rendered as for release "roost" in namespace "roost".
@@ -105,7 +125,10 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
     if (!rendered.ok) throw new Error(rendered.error);
     const rule = rendered.rendered.objects.find((o) => o.kind === 'PrometheusRule')!;
     dir = mkdtempSync(join(tmpdir(), 'roost-prometheus-'));
-    writeFileSync(join(dir, 'rules.yaml'), stringify({ groups: rule.spec.groups.map((g: any) => ({ ...g, interval: '1s' })) }));
+    writeFileSync(
+      join(dir, 'rules.yaml'),
+      stringify({ groups: rule.spec.groups.map((g: any) => ({ ...g, interval: '1s' })) }),
+    );
     writeFileSync(
       join(dir, 'prometheus.yml'),
       stringify({
@@ -122,14 +145,23 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
     promUrl = `http://127.0.0.1:${port}`;
     prometheus = spawn(
       PROMETHEUS,
-      [`--config.file=${join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn'],
+      [
+        `--config.file=${join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        '--log.level=warn',
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
-    for (const stream of [prometheus.stdout!, prometheus.stderr!]) stream.on('data', (chunk: Buffer) => promOutput.push(chunk.toString()));
+    for (const stream of [prometheus.stdout!, prometheus.stderr!])
+      stream.on('data', (chunk: Buffer) => promOutput.push(chunk.toString()));
     const deadline = Date.now() + 30_000;
     for (;;) {
       if (prometheus.exitCode !== null) throw new Error(`prometheus exited: ${promOutput.join('')}`);
-      const ready = await fetch(`${promUrl}/-/ready`).then((r) => r.status === 200, () => false);
+      const ready = await fetch(`${promUrl}/-/ready`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (ready) break;
       if (Date.now() > deadline) throw new Error(`prometheus not ready: ${promOutput.join('')}`);
       await sleep(200);
@@ -146,7 +178,13 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
     listener = await connect(roles[1].url, { token: inbox });
     for (let round = 0; round < 6; round++) {
       const replies = await Promise.all(
-        Array.from({ length: 10 }, () => api.post('/messages', { id: ulid(), to: ['@scrape.inbox'], date_ms: Date.now(), content_parts: [{ type: 'text', text: 'hi' }] }, sender)),
+        Array.from({ length: 10 }, () =>
+          api.post(
+            '/messages',
+            { id: ulid(), to: ['@scrape.inbox'], date_ms: Date.now(), content_parts: [{ type: 'text', text: 'hi' }] },
+            sender,
+          ),
+        ),
       );
       expect(replies.map((r) => r.status)).toEqual(Array(10).fill(202));
       await api.get('/mailbox?limit=10', inbox);
@@ -180,8 +218,14 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
   it('scrapes all three roles', async () => {
     const up = await query('up{namespace="roost"}');
     expect(up.status).toBe('success');
-    const values = (up.data!.result as Array<{ metric: { job: string }; value: [number, string] }>).map((r) => [r.metric.job, r.value[1]]).sort();
-    expect(values).toEqual([['roost-api', '1'], ['roost-gateway', '1'], ['roost-worker', '1']]);
+    const values = (up.data!.result as Array<{ metric: { job: string }; value: [number, string] }>)
+      .map((r) => [r.metric.job, r.value[1]])
+      .sort();
+    expect(values).toEqual([
+      ['roost-api', '1'],
+      ['roost-gateway', '1'],
+      ['roost-worker', '1'],
+    ]);
   });
 
   it('serves /metrics on the metrics port only, as the chart expects', async () => {
@@ -197,13 +241,22 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
     const dashboard = JSON.parse(readFileSync(join(DEPLOY, 'grafana', 'roost.json'), 'utf8')) as {
       panels: Array<{ title: string; targets?: Array<{ expr: string }> }>;
     };
-    const substitute = (expr: string) => expr.replaceAll('$__rate_interval', '10s').replaceAll('$namespace', 'roost').replaceAll('$job', 'roost-api|roost-gateway|roost-worker');
+    const substitute = (expr: string) =>
+      expr
+        .replaceAll('$__rate_interval', '10s')
+        .replaceAll('$namespace', 'roost')
+        .replaceAll('$job', 'roost-api|roost-gateway|roost-worker');
     const defined = definedMetrics();
     const empty: string[] = [];
     for (const panel of dashboard.panels) {
       for (const target of panel.targets ?? []) {
         const result = await query(substitute(target.expr));
-        expect([panel.title, target.expr, result.status, result.error]).toEqual([panel.title, target.expr, 'success', undefined]);
+        expect([panel.title, target.expr, result.status, result.error]).toEqual([
+          panel.title,
+          target.expr,
+          'success',
+          undefined,
+        ]);
         if (result.data!.result.length === 0) empty.push(`${panel.title}: ${target.expr}`);
       }
     }
@@ -212,9 +265,11 @@ describeWithTool(missing)('a real Prometheus scraping api, gateway and worker', 
       const withData = panel.targets!.filter((t) => !empty.includes(`${title}: ${t.expr}`));
       expect([title, withData.length > 0]).toEqual([title, true]);
       // a core panel uses only metrics this build defines
-      for (const target of panel.targets!) for (const name of referencedMetrics(target.expr)) expect([title, name, defined.has(name)]).toEqual([title, name, true]);
+      for (const target of panel.targets!)
+        for (const name of referencedMetrics(target.expr))
+          expect([title, name, defined.has(name)]).toEqual([title, name, true]);
     }
-     
+
     console.log(`Grafana queries without data in this run (${empty.length}):\n${empty.join('\n')}`);
   });
 

@@ -107,7 +107,7 @@ export function describeWithTool(missing: string | null): (name: string, body: (
         });
       });
   }
-   
+
   console.warn(`deploy tests skipped: ${missing}`);
   return describe.skip;
 }
@@ -164,7 +164,11 @@ export function installDryRun(valueFiles: string[], release = 'roost', namespace
   for (const file of valueFiles) args.push('--values', file);
   const run = helm(args);
   if (run.status !== 0) return { ok: false as const, error: run.stderr };
-  const release_ = JSON.parse(run.stdout) as { manifest: string; hooks: Array<{ manifest: string }>; info: { notes: string } };
+  const release_ = JSON.parse(run.stdout) as {
+    manifest: string;
+    hooks: Array<{ manifest: string }>;
+    info: { notes: string };
+  };
   return { ok: true as const, release: release_ };
 }
 

@@ -19,8 +19,14 @@ describe('values.schema.json', () => {
   });
 
   it('accepts values.yaml with a Postgres and a Redis URL, or existing Secrets', () => {
-    expect(validate(overlay(defaultValues(), { postgres: { url: 'postgres://db/roost' }, redis: { url: 'rediss://cache:6380' } }))).toEqual([]);
-    expect(validate(overlay(defaultValues(), { postgres: { existingSecret: 'pg' }, redis: { existingSecret: 'cache' } }))).toEqual([]);
+    expect(
+      validate(
+        overlay(defaultValues(), { postgres: { url: 'postgres://db/roost' }, redis: { url: 'rediss://cache:6380' } }),
+      ),
+    ).toEqual([]);
+    expect(
+      validate(overlay(defaultValues(), { postgres: { existingSecret: 'pg' }, redis: { existingSecret: 'cache' } })),
+    ).toEqual([]);
   });
 
   it.each(exampleFiles().map((file) => [basename(file), file]))('accepts values.yaml + examples/%s', (_name, file) => {
@@ -33,20 +39,56 @@ describe('values.schema.json', () => {
     ['a misspelt role key', { worker: { replicas: 2 } }, /\/worker must NOT have additional properties/],
     ['a MySQL database URL', { postgres: { url: 'mysql://db/roost' } }, /\/postgres\/url must match pattern/],
     ['an http Redis URL', { redis: { url: 'http://redis:6379' } }, /\/redis\/url must match pattern/],
-    ['an unknown log level', { config: { logLevel: 'loud' } }, /\/config\/logLevel must be equal to one of the allowed values/],
+    [
+      'an unknown log level',
+      { config: { logLevel: 'loud' } },
+      /\/config\/logLevel must be equal to one of the allowed values/,
+    ],
     ['a 0 partition count', { config: { streamPartitions: 0 } }, /\/config\/streamPartitions must be >= 1/],
     ['an admin token under 16 characters', { adminToken: { value: 'short' } }, /\/adminToken\/value/],
-    ['an admin token hash in upper case', { adminToken: { hash: 'A'.repeat(64) } }, /\/adminToken\/hash must match pattern/],
-    ['a relative gateway ingress path', { ingress: { gateway: { path: 'connect' } } }, /\/ingress\/gateway\/path must match pattern/],
+    [
+      'an admin token hash in upper case',
+      { adminToken: { hash: 'A'.repeat(64) } },
+      /\/adminToken\/hash must match pattern/,
+    ],
+    [
+      'a relative gateway ingress path',
+      { ingress: { gateway: { path: 'connect' } } },
+      /\/ingress\/gateway\/path must match pattern/,
+    ],
     ['an image pull policy that does not exist', { image: { pullPolicy: 'Sometimes' } }, /\/image\/pullPolicy/],
-    ['a CPU target over 100%', { gateway: { autoscaling: { targetCPUUtilizationPercentage: 150 } } }, /targetCPUUtilizationPercentage must be <= 100/],
+    [
+      'a CPU target over 100%',
+      { gateway: { autoscaling: { targetCPUUtilizationPercentage: 150 } } },
+      /targetCPUUtilizationPercentage must be <= 100/,
+    ],
     ['an env var name with a dash', { env: { 'BAD-NAME': '1' } }, /\/env/],
-    ['an alert ratio above 1', { metrics: { prometheusRule: { acceptErrorRatio: 5 } } }, /acceptErrorRatio must be <= 1/],
-    ['a NetworkPolicy peer that is not one', { networkPolicy: { ingressFrom: [{ namespace: 'ingress' }] } }, /\/networkPolicy\/ingressFrom\/0 must NOT have additional properties/],
-    ['an extra volume mount without a path', { extraVolumeMounts: [{ name: 'x' }] }, /\/extraVolumeMounts\/0 must have required property 'mountPath'/],
-    ['an init container without an image', { api: { initContainers: [{ name: 'x' }] } }, /\/api\/initContainers\/0 must have required property 'image'/],
+    [
+      'an alert ratio above 1',
+      { metrics: { prometheusRule: { acceptErrorRatio: 5 } } },
+      /acceptErrorRatio must be <= 1/,
+    ],
+    [
+      'a NetworkPolicy peer that is not one',
+      { networkPolicy: { ingressFrom: [{ namespace: 'ingress' }] } },
+      /\/networkPolicy\/ingressFrom\/0 must NOT have additional properties/,
+    ],
+    [
+      'an extra volume mount without a path',
+      { extraVolumeMounts: [{ name: 'x' }] },
+      /\/extraVolumeMounts\/0 must have required property 'mountPath'/,
+    ],
+    [
+      'an init container without an image',
+      { api: { initContainers: [{ name: 'x' }] } },
+      /\/api\/initContainers\/0 must have required property 'image'/,
+    ],
     ['the metrics port as text', { metrics: { port: 'metrics' } }, /\/metrics\/port must be integer/],
-    ['a CA bundle key with a slash', { caBundle: { configMap: 'ca', key: 'a/b' } }, /\/caBundle\/key must match pattern/],
+    [
+      'a CA bundle key with a slash',
+      { caBundle: { configMap: 'ca', key: 'a/b' } },
+      /\/caBundle\/key must match pattern/,
+    ],
   ];
 
   it.each(broken)('rejects %s', (_what, patch, message) => {

@@ -46,8 +46,13 @@ async function listAll(token: string, order: 'asc' | 'desc'): Promise<Row[]> {
   const rows: Row[] = [];
   let cursor: Cursor | null = null;
   for (let page = 0; ; page++) {
-    const after: string = cursor ? `&after_created_at=${cursor.created_at}&after_envelope_id=${cursor.envelope_id}` : '';
-    const reply: Reply = await clients[page % clients.length].get(`/mailbox?order=${order}&limit=${PAGE}${after}`, token);
+    const after: string = cursor
+      ? `&after_created_at=${cursor.created_at}&after_envelope_id=${cursor.envelope_id}`
+      : '';
+    const reply: Reply = await clients[page % clients.length].get(
+      `/mailbox?order=${order}&limit=${PAGE}${after}`,
+      token,
+    );
     expect(reply.status).toBe(200);
     const headers = reply.body.envelope_headers as Array<{ id: string; created_at: number }>;
     expect(headers.length).toBeLessThanOrEqual(PAGE);
@@ -79,7 +84,12 @@ async function envelopeCount(ids: readonly string[]): Promise<Map<string, number
 
 beforeAll(async () => {
   database = await createTestDatabase('roost_e2e');
-  const env = { DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'warn', ROOST_HOST: '127.0.0.1' };
+  const env = {
+    DATABASE_URL: database.url,
+    ROOST_ADMIN_TOKEN: adminToken,
+    ROOST_LOG_LEVEL: 'warn',
+    ROOST_HOST: '127.0.0.1',
+  };
   // Both start together: migrations run under an advisory lock, so neither trips on the other.
   nodes = await startAll([
     { name: 'roost-a', env },
@@ -103,7 +113,9 @@ describe('concurrent accepts on two processes', () => {
     const recipient = '@conc.inbox';
     const inbox = await agent(recipient);
     const senders = await Promise.all(Array.from({ length: SENDERS }, (_, i) => agent(`@conc.sender${i}`)));
-    const bodies = senders.flatMap((token) => Array.from({ length: PER_SENDER }, (_, n) => ({ token, body: message(recipient, { subject: `n${n}` }) })));
+    const bodies = senders.flatMap((token) =>
+      Array.from({ length: PER_SENDER }, (_, n) => ({ token, body: message(recipient, { subject: `n${n}` }) })),
+    );
 
     const replies = await Promise.all(bodies.map(({ token, body }) => anyNode().post('/messages', body, token)));
     expect(replies.map((r) => r.status)).toEqual(bodies.map(() => 202));
@@ -139,7 +151,9 @@ describe('concurrent accepts on two processes', () => {
     expect(replies.map((r) => r.status)).toEqual(bodies.map(() => 202));
     const acked = new Map(replies.map((r) => [r.body.id as string, r.body.created_at as number]));
     for (const handle of handles) {
-      const expected = bodies.filter((b) => [...(b.to as string[]), ...(b.cc as string[])].includes(handle)).map((b) => b.id as string);
+      const expected = bodies
+        .filter((b) => [...(b.to as string[]), ...(b.cc as string[])].includes(handle))
+        .map((b) => b.id as string);
       const listed = await listAll(inboxes.get(handle)!, 'asc');
       expect(listed.map((r) => r.id).sort()).toEqual(expected.sort());
       for (let i = 1; i < listed.length; i++) expect(listed[i].created_at).toBeGreaterThan(listed[i - 1].created_at);
@@ -155,7 +169,9 @@ describe('concurrent accepts on two processes', () => {
     const sender = await agent('@race.sender');
     const rounds = Array.from({ length: 50 }, (_, n) => message(recipient, { subject: `race ${n}` }));
     const pairs = await Promise.all(
-      rounds.map((body) => Promise.all([clients[0].post('/messages', body, sender), clients[1].post('/messages', body, sender)])),
+      rounds.map((body) =>
+        Promise.all([clients[0].post('/messages', body, sender), clients[1].post('/messages', body, sender)]),
+      ),
     );
     for (const [a, b] of pairs) {
       expect([a.status, b.status]).toEqual([202, 202]);
@@ -179,7 +195,9 @@ describe('concurrent accepts on two processes', () => {
       return [first, { ...first, subject: 'second' }];
     });
     const outcomes = await Promise.all(
-      rounds.map(([x, y]) => Promise.all([clients[0].post('/messages', x, sender), clients[1].post('/messages', y, sender)])),
+      rounds.map(([x, y]) =>
+        Promise.all([clients[0].post('/messages', x, sender), clients[1].post('/messages', y, sender)]),
+      ),
     );
     for (const [i, [a, b]] of outcomes.entries()) {
       const statuses = [a.status, b.status].sort();
@@ -204,7 +222,9 @@ describe('concurrent accepts on two processes', () => {
     const two = await agent('@collide.two');
     const rounds = Array.from({ length: 20 }, () => message(recipient));
     const outcomes = await Promise.all(
-      rounds.map((body) => Promise.all([clients[0].post('/messages', body, one), clients[1].post('/messages', body, two)])),
+      rounds.map((body) =>
+        Promise.all([clients[0].post('/messages', body, one), clients[1].post('/messages', body, two)]),
+      ),
     );
     for (const [i, [a, b]] of outcomes.entries()) {
       expect([a.status, b.status].sort()).toEqual([202, 409]);

@@ -56,7 +56,9 @@ async function chaos(label: string, env: Record<string, string>): Promise<any> {
       child.once('exit', (exitCode) => done(exitCode));
     });
     const text = output.join('');
-    console.log(`${label}: exit ${code} after ${Math.round((Date.now() - started) / 1000)} s\n${text.slice(text.indexOf('Roost chaos:'))}`);
+    console.log(
+      `${label}: exit ${code} after ${Math.round((Date.now() - started) / 1000)} s\n${text.slice(text.indexOf('Roost chaos:'))}`,
+    );
     if (code !== 0) throw new Error(`chaos run exited ${code}:\n${text.slice(-8_000)}`);
     return JSON.parse(readFileSync(json, 'utf8'));
   } finally {

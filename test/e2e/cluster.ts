@@ -49,7 +49,12 @@ export function freePort(): Promise<number> {
 /** Keeps the last lines a child wrote, for failure messages. */
 function tail(lines: string[], max = 60): (chunk: Buffer) => void {
   return (chunk) => {
-    lines.push(...chunk.toString().split('\n').filter((line) => line !== ''));
+    lines.push(
+      ...chunk
+        .toString()
+        .split('\n')
+        .filter((line) => line !== ''),
+    );
     if (lines.length > max) lines.splice(0, lines.length - max);
   };
 }
@@ -83,7 +88,14 @@ export class RoostProcess {
   async start(timeoutMs = 30_000): Promise<void> {
     if (this.running) throw new Error(`${this.name} is already running`);
     const child = spawn(process.execPath, [MAIN], {
-      env: { PATH: process.env.PATH ?? '', ROOST_METRICS_PORT: '0', ...this.env, ROOST_ROLE: this.role, PORT: String(this.port), ROOST_HOST: '127.0.0.1' },
+      env: {
+        PATH: process.env.PATH ?? '',
+        ROOST_METRICS_PORT: '0',
+        ...this.env,
+        ROOST_ROLE: this.role,
+        PORT: String(this.port),
+        ROOST_HOST: '127.0.0.1',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
@@ -160,9 +172,13 @@ export class RedisServer {
   }
 
   async start(timeoutMs = 10_000): Promise<void> {
-    const child = spawn(REDIS_SERVER, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      REDIS_SERVER,
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     this.child = child;
     this.exited = track(child);
     child.stdout.on('data', tail(this.output));
@@ -291,7 +307,13 @@ export class Cluster {
 
 /** A POST /messages body with a fresh id. */
 export function envelopeTo(to: string, n: number): Record<string, unknown> {
-  return { id: ulid(), to: [to], date_ms: Date.now(), subject: `e2e ${n}`, content_parts: [{ type: 'text', text: `message ${n}` }] };
+  return {
+    id: ulid(),
+    to: [to],
+    date_ms: Date.now(),
+    subject: `e2e ${n}`,
+    content_parts: [{ type: 'text', text: `message ${n}` }],
+  };
 }
 
 export interface Accepted {
@@ -312,7 +334,13 @@ function note(report: SendReport, status: number): void {
   report.refused.set(status, (report.refused.get(status) ?? 0) + 1);
 }
 
-async function sendOne(cluster: Cluster, n: number, senders: TestAgent[], to: string, report: SendReport): Promise<void> {
+async function sendOne(
+  cluster: Cluster,
+  n: number,
+  senders: TestAgent[],
+  to: string,
+  report: SendReport,
+): Promise<void> {
   const api = n % cluster.clients.length;
   const sender = senders[n % senders.length];
   try {
@@ -325,7 +353,13 @@ async function sendOne(cluster: Cluster, n: number, senders: TestAgent[], to: st
 }
 
 /** `count` envelopes to `to`, round-robin over api nodes and senders, `concurrency` in flight. */
-export async function sendBurst(cluster: Cluster, senders: TestAgent[], to: string, count: number, concurrency: number): Promise<SendReport> {
+export async function sendBurst(
+  cluster: Cluster,
+  senders: TestAgent[],
+  to: string,
+  count: number,
+  concurrency: number,
+): Promise<SendReport> {
   const report: SendReport = { accepted: [], refused: new Map() };
   let next = 0;
   const worker = async () => {
@@ -427,7 +461,10 @@ export class ResumingClient {
     for (;;) {
       const missing = wanted.filter((id) => !this.counts.has(id));
       if (missing.length === 0) return;
-      if (Date.now() > deadline) throw new Error(`${missing.length} of ${wanted.length} envelopes never arrived, e.g. ${missing.slice(0, 3).join(', ')}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `${missing.length} of ${wanted.length} envelopes never arrived, e.g. ${missing.slice(0, 3).join(', ')}`,
+        );
       await sleep(100);
     }
   }
@@ -491,5 +528,12 @@ export function tally(accepted: readonly Accepted[], client: ResumingClient) {
   for (const id of sent) if (!client.counts.has(id)) missing++;
   let unexpected = 0;
   for (const id of client.counts.keys()) if (!sent.has(id)) unexpected++;
-  return { sent: sent.size, seen: client.counts.size, missing, duplicated: client.duplicates, unexpected, outOfOrder: client.outOfOrder };
+  return {
+    sent: sent.size,
+    seen: client.counts.size,
+    missing,
+    duplicated: client.duplicates,
+    unexpected,
+    outOfOrder: client.outOfOrder,
+  };
 }

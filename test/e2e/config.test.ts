@@ -22,7 +22,10 @@ interface Run {
 function run(env: Record<string, string>): Promise<Run> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ROOST_MAIN], { env: { PATH: process.env.PATH ?? '', ROOST_METRICS_PORT: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [ROOST_MAIN], {
+      env: { PATH: process.env.PATH ?? '', ROOST_METRICS_PORT: '0', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -55,19 +58,43 @@ describe('configuration errors stop the real binary with exit 78 and name the va
   const cases: Array<[string, () => Record<string, string>, string]> = [
     ['PORT=abc', () => ({ ...shared(), PORT: 'abc' }), 'PORT'],
     ['PORT=70000', () => ({ ...shared(), PORT: '70000' }), 'PORT'],
-    ['ROOST_METRICS_PORT=PORT', () => ({ ...shared(), PORT: '8025', ROOST_METRICS_PORT: '8025' }), 'ROOST_METRICS_PORT'],
-    ['DATABASE_URL=mysql://x', () => ({ ...shared(), DATABASE_URL: 'mysql://user:hunter2-db-password@x/db' }), 'DATABASE_URL'],
+    [
+      'ROOST_METRICS_PORT=PORT',
+      () => ({ ...shared(), PORT: '8025', ROOST_METRICS_PORT: '8025' }),
+      'ROOST_METRICS_PORT',
+    ],
+    [
+      'DATABASE_URL=mysql://x',
+      () => ({ ...shared(), DATABASE_URL: 'mysql://user:hunter2-db-password@x/db' }),
+      'DATABASE_URL',
+    ],
     ['DATABASE_URL not a URL', () => ({ ...shared(), DATABASE_URL: 'not a url' }), 'DATABASE_URL'],
     ['ROOST_ROLE=nope', () => ({ ...shared(), ROOST_ROLE: 'nope' }), 'ROOST_ROLE'],
-    ['ROOST_ROLE=api without DATABASE_URL', () => ({ ROOST_ROLE: 'api', REDIS_URL: `redis://127.0.0.1:${closed}` }), 'DATABASE_URL'],
-    ['ROOST_ROLE=gateway without REDIS_URL', () => ({ ...shared(), ROOST_ROLE: 'gateway', REDIS_URL: '' }), 'REDIS_URL'],
+    [
+      'ROOST_ROLE=api without DATABASE_URL',
+      () => ({ ROOST_ROLE: 'api', REDIS_URL: `redis://127.0.0.1:${closed}` }),
+      'DATABASE_URL',
+    ],
+    [
+      'ROOST_ROLE=gateway without REDIS_URL',
+      () => ({ ...shared(), ROOST_ROLE: 'gateway', REDIS_URL: '' }),
+      'REDIS_URL',
+    ],
     ['REDIS_URL=http://x', () => ({ ...shared(), REDIS_URL: 'http://x' }), 'REDIS_URL'],
     ['DATABASE_URL without an admin token', () => ({ ...shared(), ROOST_ADMIN_TOKEN: '' }), 'ROOST_ADMIN_TOKEN'],
     ['ROOST_ADMIN_TOKEN too short', () => ({ ...shared(), ROOST_ADMIN_TOKEN: 'short-secret' }), 'ROOST_ADMIN_TOKEN'],
-    ['ROOST_ADMIN_TOKEN_HASH not hex', () => ({ ...shared(), ROOST_ADMIN_TOKEN: '', ROOST_ADMIN_TOKEN_HASH: 'xyz' }), 'ROOST_ADMIN_TOKEN_HASH'],
+    [
+      'ROOST_ADMIN_TOKEN_HASH not hex',
+      () => ({ ...shared(), ROOST_ADMIN_TOKEN: '', ROOST_ADMIN_TOKEN_HASH: 'xyz' }),
+      'ROOST_ADMIN_TOKEN_HASH',
+    ],
     ['ROOST_LOG_LEVEL=loud', () => ({ ...shared(), ROOST_LOG_LEVEL: 'loud' }), 'ROOST_LOG_LEVEL'],
     ['ROOST_DB_POOL_SIZE=1', () => ({ ...shared(), ROOST_DB_POOL_SIZE: '1' }), 'ROOST_DB_POOL_SIZE'],
-    ['ROOST_SHUTDOWN_TIMEOUT_MS=-5', () => ({ ...shared(), ROOST_SHUTDOWN_TIMEOUT_MS: '-5' }), 'ROOST_SHUTDOWN_TIMEOUT_MS'],
+    [
+      'ROOST_SHUTDOWN_TIMEOUT_MS=-5',
+      () => ({ ...shared(), ROOST_SHUTDOWN_TIMEOUT_MS: '-5' }),
+      'ROOST_SHUTDOWN_TIMEOUT_MS',
+    ],
     ['ROOST_NETWORK=Bad!', () => ({ ...shared(), ROOST_NETWORK: 'Bad!' }), 'ROOST_NETWORK'],
     ['ROOST_PUBLIC_URL=ftp://x', () => ({ ...shared(), ROOST_PUBLIC_URL: 'ftp://x' }), 'ROOST_PUBLIC_URL'],
   ];

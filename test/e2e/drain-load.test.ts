@@ -38,10 +38,27 @@ interface SendRecord {
   accepted: boolean;
 }
 
-function post(port: number, agent: Agent, token: string, body: string): Promise<{ status: number; code?: string; reused: boolean }> {
+function post(
+  port: number,
+  agent: Agent,
+  token: string,
+  body: string,
+): Promise<{ status: number; code?: string; reused: boolean }> {
   return new Promise((resolve) => {
     const req = httpRequest(
-      { host: '127.0.0.1', port, method: 'POST', path: '/messages', agent, timeout: 20_000, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path: '/messages',
+        agent,
+        timeout: 20_000,
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');
@@ -51,11 +68,15 @@ function post(port: number, agent: Agent, token: string, body: string): Promise<
           if (res.statusCode !== 202) code = (JSON.parse(text) as { error?: { code?: string } }).error?.code;
           resolve({ status: res.statusCode ?? 0, ...(code ? { code } : {}), reused: req.reusedSocket });
         });
-        res.on('error', (error: NodeJS.ErrnoException) => resolve({ status: 0, code: error.code ?? error.message, reused: req.reusedSocket }));
+        res.on('error', (error: NodeJS.ErrnoException) =>
+          resolve({ status: 0, code: error.code ?? error.message, reused: req.reusedSocket }),
+        );
       },
     );
     req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })));
-    req.on('error', (error: NodeJS.ErrnoException) => resolve({ status: 0, code: error.code ?? error.message, reused: req.reusedSocket }));
+    req.on('error', (error: NodeJS.ErrnoException) =>
+      resolve({ status: 0, code: error.code ?? error.message, reused: req.reusedSocket }),
+    );
     req.end(body);
   });
 }
@@ -69,7 +90,9 @@ describe('SIGTERM of an api under keep-alive load', () => {
   beforeAll(async () => {
     database = await createTestDatabase('roost_e2e');
     const env = operatorEnv(database.url, adminToken, { ROOST_ROLE: 'api', ROOST_SHUTDOWN_TIMEOUT_MS: '20000' });
-    apis = await Promise.all([0, 1].map((i) => TestProcess.start({ name: `api-${i} (drain load)`, env, startTimeoutMs: 90_000 })));
+    apis = await Promise.all(
+      [0, 1].map((i) => TestProcess.start({ name: `api-${i} (drain load)`, env, startTimeoutMs: 90_000 })),
+    );
     sql = new pg.Client({ connectionString: database.url });
     await sql.connect();
   });
@@ -102,7 +125,12 @@ describe('SIGTERM of an api under keep-alive load', () => {
         for (let n = 0; !stop; n++) {
           const record: SendRecord = { id: ulid(), attempts: [], accepted: false };
           sends.push(record);
-          const body = JSON.stringify({ id: record.id, to: [inboxes[n % 2]], date_ms: 1_700_000_000_000, content_parts: [{ type: 'text', text: record.id }] });
+          const body = JSON.stringify({
+            id: record.id,
+            to: [inboxes[n % 2]],
+            date_ms: 1_700_000_000_000,
+            content_parts: [{ type: 'text', text: record.id }],
+          });
           let api = (loop + n) % 2;
           if (Date.now() < ejectedUntil[api]) api = 1 - api;
           for (let attempt = 0; attempt < 8 && !record.accepted; attempt++) {

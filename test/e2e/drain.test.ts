@@ -66,7 +66,12 @@ class RawConnection {
       const end = this.received.indexOf('\r\n\r\n');
       if (end >= 0) {
         const [statusLine, ...lines] = this.received.slice(0, end).split('\r\n');
-        const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(':')).toLowerCase(), line.slice(line.indexOf(':') + 1).trim()]));
+        const headers = Object.fromEntries(
+          lines.map((line) => [
+            line.slice(0, line.indexOf(':')).toLowerCase(),
+            line.slice(line.indexOf(':') + 1).trim(),
+          ]),
+        );
         const length = Number(headers['content-length'] ?? 0);
         if (this.received.length >= end + 4 + length) {
           const body = this.received.slice(end + 4, end + 4 + length);
@@ -74,8 +79,12 @@ class RawConnection {
           return { status: Number(statusLine.split(' ')[1]), headers, body };
         }
       }
-      if (this.closed || this.error) throw new Error(`connection ${this.error ?? 'closed'} before a whole response: ${JSON.stringify(this.received)}`);
-      if (Date.now() > deadline) throw new Error(`no response within ${timeoutMs} ms: ${JSON.stringify(this.received)}`);
+      if (this.closed || this.error)
+        throw new Error(
+          `connection ${this.error ?? 'closed'} before a whole response: ${JSON.stringify(this.received)}`,
+        );
+      if (Date.now() > deadline)
+        throw new Error(`no response within ${timeoutMs} ms: ${JSON.stringify(this.received)}`);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, 100);
         this.waiters.push(() => {
@@ -117,15 +126,28 @@ describe('SIGTERM: refuse new requests with 503 + Connection: close, finish in-f
   it('in-flight POSTs finish with 202, late requests get a clean 503, the process exits 0 within seconds of the last answer', async () => {
     api = await TestProcess.start({
       name: 'api (drain)',
-      env: operatorEnv(database.url, adminToken, { ROOST_ROLE: 'api', ROOST_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) }),
+      env: operatorEnv(database.url, adminToken, {
+        ROOST_ROLE: 'api',
+        ROOST_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+      }),
       startTimeoutMs: 90_000, // a start takes over 30 s at load 30 on the shared 2-core machine
     });
     const client = new TestClient(api.url);
-    const alice = (await client.post('/_admin/agents', { handle: '@dr.alice', policy: 'open' }, adminToken)).body.token as string;
-    const bob = (await client.post('/_admin/agents', { handle: '@dr.bob', policy: 'open' }, adminToken)).body.token as string;
+    const alice = (await client.post('/_admin/agents', { handle: '@dr.alice', policy: 'open' }, adminToken)).body
+      .token as string;
+    const bob = (await client.post('/_admin/agents', { handle: '@dr.bob', policy: 'open' }, adminToken)).body
+      .token as string;
 
     // Two sends in flight when the signal comes: their headers and half their bodies are sent.
-    const bodies = [0, 1].map((n) => JSON.stringify({ id: ulid(), to: ['@dr.bob'], date_ms: Date.now(), subject: `in flight ${n}`, content_parts: [{ type: 'text', text: `message ${n}` }] }));
+    const bodies = [0, 1].map((n) =>
+      JSON.stringify({
+        id: ulid(),
+        to: ['@dr.bob'],
+        date_ms: Date.now(),
+        subject: `in flight ${n}`,
+        content_parts: [{ type: 'text', text: `message ${n}` }],
+      }),
+    );
     const inFlight = await Promise.all(bodies.map(() => RawConnection.open(api!.port)));
     bodies.forEach((body, i) => {
       inFlight[i].write(
@@ -185,12 +207,20 @@ describe('SIGTERM: refuse new requests with 503 + Connection: close, finish in-f
     // Both are in bob's mailbox (read through a fresh process on the same database).
     const reader = await TestProcess.start({
       name: 'api (reader)',
-      env: { ROOST_ROLE: 'all', DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'warn', ROOST_HOST: '127.0.0.1' },
+      env: {
+        ROOST_ROLE: 'all',
+        DATABASE_URL: database.url,
+        ROOST_ADMIN_TOKEN: adminToken,
+        ROOST_LOG_LEVEL: 'warn',
+        ROOST_HOST: '127.0.0.1',
+      },
       startTimeoutMs: 90_000,
     });
     try {
       const listing = await new TestClient(reader.url).get('/mailbox?order=asc', bob);
-      expect(listing.body.envelope_headers.map((h: { id: string }) => h.id).sort()).toEqual(bodies.map((b) => JSON.parse(b).id).sort());
+      expect(listing.body.envelope_headers.map((h: { id: string }) => h.id).sort()).toEqual(
+        bodies.map((b) => JSON.parse(b).id).sort(),
+      );
     } finally {
       await reader.stop();
     }

@@ -23,18 +23,32 @@ function metric(text: string, name: string): number {
 }
 
 /** A request through `agent`: a keep-alive agent reuses an idle connection, else opens one. */
-function request(url: string, agent: http.Agent, path: string, token: string, body: unknown): Promise<{ status: number; text: string }> {
+function request(
+  url: string,
+  agent: http.Agent,
+  path: string,
+  token: string,
+  body: unknown,
+): Promise<{ status: number; text: string }> {
   const data = JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const outgoing = http.request(`${url}${path}`, {
-      method: 'POST',
-      agent,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
-    }, (response) => {
-      let text = '';
-      response.on('data', (chunk: Buffer) => (text += chunk.toString()));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, text }));
-    });
+    const outgoing = http.request(
+      `${url}${path}`,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(data),
+        },
+      },
+      (response) => {
+        let text = '';
+        response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+      },
+    );
     outgoing.on('error', reject);
     outgoing.end(data);
   });
@@ -66,7 +80,10 @@ describe('embedded operator, first burst', () => {
     const connections = new http.Agent({ keepAlive: true });
     try {
       const agent = async (handle: string) => {
-        const reply = await request(operator.url, connections, '/_admin/agents', adminToken, { handle, policy: 'open' });
+        const reply = await request(operator.url, connections, '/_admin/agents', adminToken, {
+          handle,
+          policy: 'open',
+        });
         if (reply.status !== 201) throw new Error(`creating ${handle}: ${reply.status} ${reply.text}`);
         return (JSON.parse(reply.text) as { token: string }).token;
       };
@@ -75,7 +92,12 @@ describe('embedded operator, first burst', () => {
       before = (await client.get('/metrics')).text;
       const replies = await Promise.all(
         Array.from({ length: BURST }, (_, i) =>
-          request(operator.url, connections, '/messages', sender, { id: ulid(), to: ['@burst.inbox'], date_ms: Date.now(), content_parts: [{ type: 'text', text: `burst ${i}` }] }),
+          request(operator.url, connections, '/messages', sender, {
+            id: ulid(),
+            to: ['@burst.inbox'],
+            date_ms: Date.now(),
+            content_parts: [{ type: 'text', text: `burst ${i}` }],
+          }),
         ),
       );
       expect(replies.map((reply) => reply.status)).toEqual(replies.map(() => 202));

@@ -24,7 +24,13 @@ describe('embedded operator, kill -9 under load', () => {
     dataDir = mkdtempSync(join(tmpdir(), 'roost-kill-pglite-'));
     operator = await TestProcess.start({
       name: 'embedded',
-      env: { ROOST_DATA_DIR: dataDir, ROOST_ADMIN_TOKEN: adminToken, ROOST_RATE_LIMIT_PER_S: '0', ROOST_AUTH_FAIL_LIMIT_PER_S: '0', ROOST_LOG_LEVEL: 'warn' },
+      env: {
+        ROOST_DATA_DIR: dataDir,
+        ROOST_ADMIN_TOKEN: adminToken,
+        ROOST_RATE_LIMIT_PER_S: '0',
+        ROOST_AUTH_FAIL_LIMIT_PER_S: '0',
+        ROOST_LOG_LEVEL: 'warn',
+      },
       startTimeoutMs: 120_000,
     });
   });
@@ -48,7 +54,12 @@ describe('embedded operator, kill -9 under load', () => {
     const loops = senders.map(async (token) => {
       while (!stop) {
         const id = ulid();
-        const body = { id, to: ['@kill.inbox'], date_ms: Date.now(), content_parts: [{ type: 'text', text: 'x'.repeat(512) }] };
+        const body = {
+          id,
+          to: ['@kill.inbox'],
+          date_ms: Date.now(),
+          content_parts: [{ type: 'text', text: 'x'.repeat(512) }],
+        };
         try {
           const reply = await client.post('/messages', body, token);
           if (reply.status === 202) accepted.push(id);

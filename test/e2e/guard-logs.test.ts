@@ -16,7 +16,8 @@ import { testRedisUrl } from '../support/services';
 
 const UPPER_DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-const random = (length: number, alphabet = ALNUM) => Array.from({ length }, () => alphabet[randomInt(alphabet.length)]).join('');
+const random = (length: number, alphabet = ALNUM) =>
+  Array.from({ length }, () => alphabet[randomInt(alphabet.length)]).join('');
 const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
 function detected(make: () => string): string {
@@ -30,14 +31,21 @@ function detected(make: () => string): string {
 const secrets = {
   aws: detected(() => `AKIA${random(16, UPPER_DIGITS)}`),
   github: detected(() => `ghp_${random(36)}`),
-  jwt: detected(() => `${b64url({ alg: 'HS256', typ: 'JWT' })}.${b64url({ sub: random(12), iat: Date.now() })}.${random(43, `${ALNUM}-_`)}`),
+  jwt: detected(
+    () =>
+      `${b64url({ alg: 'HS256', typ: 'JWT' })}.${b64url({ sub: random(12), iat: Date.now() })}.${random(43, `${ALNUM}-_`)}`,
+  ),
   pem: detected(
-    () => `-----BEGIN RSA PRIVATE KEY-----\n${Array.from({ length: 4 }, () => random(64, `${ALNUM}+/`)).join('\n')}\n-----END RSA PRIVATE KEY-----`,
+    () =>
+      `-----BEGIN RSA PRIVATE KEY-----\n${Array.from({ length: 4 }, () => random(64, `${ALNUM}+/`)).join('\n')}\n-----END RSA PRIVATE KEY-----`,
   ),
 };
 
 const parts = () => [
-  { type: 'text', text: `Creds:\nGITHUB_TOKEN=${secrets.github}\nAuthorization: Bearer ${secrets.jwt}\n${secrets.pem}\n` },
+  {
+    type: 'text',
+    text: `Creds:\nGITHUB_TOKEN=${secrets.github}\nAuthorization: Bearer ${secrets.jwt}\n${secrets.pem}\n`,
+  },
   { type: 'data', data: { deploy: { aws_access_key_id: secrets.aws } } },
 ];
 
@@ -113,9 +121,16 @@ async function agent(handle: string, fields: Record<string, unknown> = {}): Prom
   return reply.body.token;
 }
 
-const envelope = (to: string, fields: Record<string, unknown> = {}) => ({ id: ulid(), to: [to], date_ms: Date.now(), content_parts: parts(), ...fields });
+const envelope = (to: string, fields: Record<string, unknown> = {}) => ({
+  id: ulid(),
+  to: [to],
+  date_ms: Date.now(),
+  content_parts: parts(),
+  ...fields,
+});
 
-const expectStatus = (reply: Reply, status: number, what: string) => expect({ what, status: reply.status }).toEqual({ what, status });
+const expectStatus = (reply: Reply, status: number, what: string) =>
+  expect({ what, status: reply.status }).toEqual({ what, status });
 
 it('at ROOST_LOG_LEVEL=debug no log line of the operator holds any window of a planted secret (warn, block, override, fetch, list, search)', async () => {
   const alice = await agent('@gl.alice');
@@ -131,7 +146,11 @@ it('at ROOST_LOG_LEVEL=debug no log line of the operator holds any window of a p
   expectStatus(blocked, 422, 'block');
   expect(blocked.body.error.code).toBe('CONTENT_BLOCKED');
   for (const [name, secret] of Object.entries(secrets)) {
-    const alone = await client.post('/messages', envelope('@gl.bob', { content_parts: [{ type: 'text', text: `${name}: ${secret}` }] }), carol);
+    const alone = await client.post(
+      '/messages',
+      envelope('@gl.bob', { content_parts: [{ type: 'text', text: `${name}: ${secret}` }] }),
+      carol,
+    );
     expectStatus(alone, 422, `block ${name}`);
   }
   const overridden = envelope('@gl.bob', { allow_warnings: ['secret'] });
@@ -139,9 +158,21 @@ it('at ROOST_LOG_LEVEL=debug no log line of the operator holds any window of a p
   expectStatus(await client.post('/messages', overridden, carol), 202, 'override retry');
   expectStatus(await client.post('/messages', { ...overridden, subject: 'other' }, carol), 409, 'retry mismatch');
   // A scheduled send is checked by the guard too.
-  expectStatus(await client.post('/schedules', { envelope: { to: ['@gl.bob'], content_parts: parts() }, start_at: Date.now() + 3_600_000 }, carol), 422, 'schedule');
+  expectStatus(
+    await client.post(
+      '/schedules',
+      { envelope: { to: ['@gl.bob'], content_parts: parts() }, start_at: Date.now() + 3_600_000 },
+      carol,
+    ),
+    422,
+    'schedule',
+  );
   // A receipt answering it.
-  expectStatus(await client.post(`/messages/${warned.id}/receipts`, { status: 'blocked', note: 'secrets in the body' }, bob), 201, 'receipt');
+  expectStatus(
+    await client.post(`/messages/${warned.id}/receipts`, { status: 'blocked', note: 'secrets in the body' }, bob),
+    201,
+    'receipt',
+  );
 
   // Fetch and list, as recipient and sender.
   const fetched = await client.get(`/messages/${warned.id}`, bob);

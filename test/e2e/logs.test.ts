@@ -48,7 +48,9 @@ describe('logs: JSON lines with request ids, never a token, a secret or body con
   it('after traffic, failures and a SIGTERM, stdout is JSON lines with level, time, role and req_id, and no secret appears anywhere', async () => {
     const client = new TestClient(node.url);
     const secrets: Record<string, string> = { adminToken };
-    const key = `AKIA${ulid().slice(10).replace(/[^A-Z0-9]/g, 'Q')}`;
+    const key = `AKIA${ulid()
+      .slice(10)
+      .replace(/[^A-Z0-9]/g, 'Q')}`;
     secrets.awsKey = key;
     const marker = `body-marker-${ulid()}`;
     secrets.bodyMarker = marker;
@@ -79,16 +81,24 @@ describe('logs: JSON lines with request ids, never a token, a secret or body con
 
     // Sends: warned, blocked, overridden (a debug line), a replay.
     const sent = leaky(['@lg.bob']);
-    const warned = await client.request('POST', '/messages', { token: alice, body: sent, headers: { 'x-request-id': 'caller-req-42' } });
+    const warned = await client.request('POST', '/messages', {
+      token: alice,
+      body: sent,
+      headers: { 'x-request-id': 'caller-req-42' },
+    });
     expect(warned.status).toBe(202);
     expect((await client.post('/messages', sent, alice)).status).toBe(202);
     expect((await client.post('/messages', leaky(['@lg.bob']), strict)).status).toBe(422);
-    expect((await client.post('/messages', leaky(['@lg.bob'], { allow_warnings: ['secret'] }), strict)).status).toBe(202);
+    expect((await client.post('/messages', leaky(['@lg.bob'], { allow_warnings: ['secret'] }), strict)).status).toBe(
+      202,
+    );
 
     // Failures: bad token, unparsable body, unknown recipient, invalid cursor, other's envelope,
     // admin route with an agent token, unknown route, wrong method.
     expect((await client.post('/messages', leaky(['@lg.bob']), badToken)).status).toBe(401);
-    expect((await client.request('POST', '/messages', { token: alice, body: `{"subject":"${key}", ${marker}` })).status).toBe(400);
+    expect(
+      (await client.request('POST', '/messages', { token: alice, body: `{"subject":"${key}", ${marker}` })).status,
+    ).toBe(400);
     expect((await client.post('/messages', leaky(['@lg.nobody']), alice)).status).toBe(404);
     expect((await client.get(`/mailbox?after_created_at=1&after_envelope_id=${key}`, bob)).status).toBe(400);
     expect((await client.get(`/messages/${sent.id}`, strict)).status).toBe(404);
@@ -102,8 +112,18 @@ describe('logs: JSON lines with request ids, never a token, a secret or body con
     expect(body.status).toBe(200);
     expect(body.text).toContain(key); // it is stored and served, just never logged
     expect((await client.get(`/search/messages?q=${key}`, bob)).status).toBe(200);
-    expect((await client.post(`/messages/${sent.id}/receipts`, { status: 'accepted', note: `${marker} ${key}` }, bob)).status).toBe(201);
-    const schedule = await client.post('/schedules', { envelope: { to: ['@lg.bob'], subject: key, content_parts: [{ type: 'text', text: marker }] }, start_at: Date.now() + 300 }, alice);
+    expect(
+      (await client.post(`/messages/${sent.id}/receipts`, { status: 'accepted', note: `${marker} ${key}` }, bob))
+        .status,
+    ).toBe(201);
+    const schedule = await client.post(
+      '/schedules',
+      {
+        envelope: { to: ['@lg.bob'], subject: key, content_parts: [{ type: 'text', text: marker }] },
+        start_at: Date.now() + 300,
+      },
+      alice,
+    );
     expect(schedule.status).toBe(201);
 
     // Sockets: token in the query string (accepted) and a bad one (refused).
@@ -117,7 +137,8 @@ describe('logs: JSON lines with request ids, never a token, a secret or body con
     );
     // Let the schedule fire and the socket see it, then stop the process gracefully.
     const deadline = Date.now() + 10_000;
-    while ((await client.get('/mailbox', bob)).body.envelope_headers.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    while ((await client.get('/mailbox', bob)).body.envelope_headers.length < 3 && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 100));
     socket.close();
     const exit = await node.stop(15_000);
     expect(exit).toEqual({ code: 0, signal: null });
@@ -136,7 +157,11 @@ describe('logs: JSON lines with request ids, never a token, a secret or body con
       return record;
     });
     for (const record of records) {
-      expect({ level: LEVELS.includes(record.level as string), time: typeof record.time, role: record.role }).toEqual({ level: true, time: 'string', role: 'all' });
+      expect({ level: LEVELS.includes(record.level as string), time: typeof record.time, role: record.role }).toEqual({
+        level: true,
+        time: 'string',
+        role: 'all',
+      });
       expect(Number.isNaN(Date.parse(record.time as string))).toBe(false);
     }
     // Debug is on: Nest's own lines come through at debug.
@@ -146,7 +171,12 @@ describe('logs: JSON lines with request ids, never a token, a secret or body con
     const requests = records.filter((r) => r.msg === 'request');
     expect(requests.length).toBeGreaterThan(20);
     for (const r of requests) {
-      expect({ req_id: typeof r.req_id, method: typeof r.method, route: typeof r.route, status: typeof r.status }).toEqual({
+      expect({
+        req_id: typeof r.req_id,
+        method: typeof r.method,
+        route: typeof r.route,
+        status: typeof r.status,
+      }).toEqual({
         req_id: 'string',
         method: 'string',
         route: 'string',
@@ -154,7 +184,13 @@ describe('logs: JSON lines with request ids, never a token, a secret or body con
       });
     }
     const send = requests.find((r) => r.req_id === 'caller-req-42');
-    expect(send).toMatchObject({ method: 'POST', route: '/messages', status: 202, agent: '@lg.alice', envelope_id: sent.id });
+    expect(send).toMatchObject({
+      method: 'POST',
+      route: '/messages',
+      status: 202,
+      agent: '@lg.alice',
+      envelope_id: sent.id,
+    });
     const statuses = new Set(requests.map((r) => r.status));
     for (const status of [200, 201, 202, 400, 401, 404, 405, 422]) expect(statuses).toContain(status);
     expect(new Set(requests.map((r) => r.req_id)).size).toBe(requests.length);

@@ -37,7 +37,10 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
     env = operatorEnv(database.url, adminToken);
     for (let i = 0; i < 3; i++) metricsPorts.push(await freePort());
     nodes = await startAll(
-      (['api', 'gateway', 'worker'] as const).map((role, i) => ({ name: role, env: { ...env, ROOST_ROLE: role, ROOST_METRICS_PORT: String(metricsPorts[i]) } })),
+      (['api', 'gateway', 'worker'] as const).map((role, i) => ({
+        name: role,
+        env: { ...env, ROOST_ROLE: role, ROOST_METRICS_PORT: String(metricsPorts[i]) },
+      })),
     );
   });
 
@@ -48,7 +51,10 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
 
   const scrape = async (i: number) => {
     const response = await fetch(`http://127.0.0.1:${metricsPorts[i]}/metrics`);
-    expect([response.status, response.headers.get('content-type')]).toEqual([200, 'text/plain; version=0.0.4; charset=utf-8']);
+    expect([response.status, response.headers.get('content-type')]).toEqual([
+      200,
+      'text/plain; version=0.0.4; charset=utf-8',
+    ]);
     return response.text();
   };
 
@@ -56,7 +62,12 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
     for (const [i, node] of nodes.entries()) {
       const text = await scrape(i);
       expect(samples(text, 'roost_build_info')).toEqual(new Map([[`{version="0.1.0",node="${hostname()}"}`, 1]]));
-      expect(samples(text, 'roost_dependency_up')).toEqual(new Map([['{dependency="postgres"}', 1], ['{dependency="redis"}', 1]]));
+      expect(samples(text, 'roost_dependency_up')).toEqual(
+        new Map([
+          ['{dependency="postgres"}', 1],
+          ['{dependency="redis"}', 1],
+        ]),
+      );
       expect(samples(text, 'process_resident_memory_bytes').size).toBe(1);
 
       const main = await fetch(`${node.url}/metrics`);
@@ -65,10 +76,16 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
       // The probes stay on the main port, and are on the metrics port too.
       expect((await fetch(`${node.url}/readyz`)).status).toBe(200);
       const base = `http://127.0.0.1:${metricsPorts[i]}`;
-      expect(await (await fetch(`${base}/readyz`)).json()).toEqual({ ok: true, checks: { postgres: true, redis: true } });
+      expect(await (await fetch(`${base}/readyz`)).json()).toEqual({
+        ok: true,
+        checks: { postgres: true, redis: true },
+      });
       expect(((await (await fetch(`${base}/healthz`)).json()) as { ok: boolean }).ok).toBe(true);
       const other = await fetch(`${base}/_admin/agents`);
-      expect([other.status, ((await other.json()) as { error: { code: string } }).error.code]).toEqual([404, 'NOT_FOUND']);
+      expect([other.status, ((await other.json()) as { error: { code: string } }).error.code]).toEqual([
+        404,
+        'NOT_FOUND',
+      ]);
       expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405);
     }
   });
@@ -76,15 +93,21 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
   it('stream length grows with sends (api), a holding gateway reports its read lag, the worker its BullMQ jobs', async () => {
     const [, gateway] = nodes;
     const client = new TestClient(nodes[0].url);
-    const alice = (await client.post('/_admin/agents', { handle: '@ml.alice', policy: 'open' }, adminToken)).body.token as string;
-    const bob = (await client.post('/_admin/agents', { handle: '@ml.bob', policy: 'open' }, adminToken)).body.token as string;
+    const alice = (await client.post('/_admin/agents', { handle: '@ml.alice', policy: 'open' }, adminToken)).body
+      .token as string;
+    const bob = (await client.post('/_admin/agents', { handle: '@ml.bob', policy: 'open' }, adminToken)).body
+      .token as string;
     const socket = await connect(gateway.url, { token: bob });
     try {
       const before = sum(samples(await scrape(0), 'roost_stream_length'));
       expect(samples(await scrape(0), 'roost_stream_length').size).toBe(16); // every partition
       const ids: string[] = [];
       for (let n = 0; n < 5; n++) {
-        const reply = await client.post('/messages', { id: ulid(), to: ['@ml.bob'], date_ms: Date.now(), content_parts: [{ type: 'text', text: `m${n}` }] }, alice);
+        const reply = await client.post(
+          '/messages',
+          { id: ulid(), to: ['@ml.bob'], date_ms: Date.now(), content_parts: [{ type: 'text', text: `m${n}` }] },
+          alice,
+        );
         expect(reply.status).toBe(202);
         ids.push(reply.body.id);
       }
@@ -104,15 +127,20 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
       jobs = samples(await scrape(2), 'roost_jobs');
       await sleep(100);
     }
-    expect([...jobs.keys()].sort()).toEqual(['active', 'delayed', 'failed', 'waiting'].map((state) => `{queue="roost-jobs",state="${state}"}`));
+    expect([...jobs.keys()].sort()).toEqual(
+      ['active', 'delayed', 'failed', 'waiting'].map((state) => `{queue="roost-jobs",state="${state}"}`),
+    );
     expect(sum(jobs)).toBeGreaterThan(0);
     // api and gateway run no jobs: no job series.
     expect(samples(await scrape(0), 'roost_jobs').size).toBe(0);
   });
 
   it('a metrics port already in use stops start-up with a message naming ROOST_METRICS_PORT', async () => {
-    await expect(TestProcess.start({ name: 'api (port taken)', env: { ...env, ROOST_ROLE: 'api', ROOST_METRICS_PORT: String(metricsPorts[0]) } })).rejects.toThrow(
-      /ROOST_METRICS_PORT \d+ on 127\.0\.0\.1: EADDRINUSE/,
-    );
+    await expect(
+      TestProcess.start({
+        name: 'api (port taken)',
+        env: { ...env, ROOST_ROLE: 'api', ROOST_METRICS_PORT: String(metricsPorts[0]) },
+      }),
+    ).rejects.toThrow(/ROOST_METRICS_PORT \d+ on 127\.0\.0\.1: EADDRINUSE/);
   });
 });

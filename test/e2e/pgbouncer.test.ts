@@ -39,7 +39,9 @@ jest.setTimeout(420_000);
 const binary = pgbouncerBinary();
 const required = process.env.ROOST_TEST_REQUIRE_SERVICES === '1';
 if (!binary && !required) {
-  process.stderr.write('pgbouncer.test.ts: skipped, no pgbouncer binary (apt-get install pgbouncer, or .ci/pgbouncer.sh)\n');
+  process.stderr.write(
+    'pgbouncer.test.ts: skipped, no pgbouncer binary (apt-get install pgbouncer, or .ci/pgbouncer.sh)\n',
+  );
 }
 
 const SENDERS = 6;
@@ -78,8 +80,17 @@ let timeouts: Database;
 
 (binary || required ? describe : describe.skip)('Roost behind PgBouncer in transaction mode', () => {
   beforeAll(async () => {
-    if (!binary) throw new Error('pgbouncer is not installed: ROOST_TEST_REQUIRE_SERVICES=1 needs it (.ci/pgbouncer.sh installs it)');
-    [loadPooled, loadDirect, migrateOne, migrateThree, timeouts] = await Promise.all([fresh(), fresh(), fresh(), fresh(), fresh()]);
+    if (!binary)
+      throw new Error(
+        'pgbouncer is not installed: ROOST_TEST_REQUIRE_SERVICES=1 needs it (.ci/pgbouncer.sh installs it)',
+      );
+    [loadPooled, loadDirect, migrateOne, migrateThree, timeouts] = await Promise.all([
+      fresh(),
+      fresh(),
+      fresh(),
+      fresh(),
+      fresh(),
+    ]);
     direct = new pg.Pool({ connectionString: testDatabaseUrl(), max: 2 });
     // The runbook's advice for single statements behind the pooler (the role's default timeout);
     // `timeouts` keeps the server default (none) to show what Roost sets itself.
@@ -137,33 +148,40 @@ let timeouts: Database;
     );
     // Told, both work.
     const versions = loadMigrations().map((m) => m.version);
-    await expect(runMigrations({ DATABASE_URL: lenient.url('roost'), ROOST_DB_POOLER: 'transaction' })).resolves.toEqual(versions);
+    await expect(
+      runMigrations({ DATABASE_URL: lenient.url('roost'), ROOST_DB_POOLER: 'transaction' }),
+    ).resolves.toEqual(versions);
   });
 
   it.each([
     ['one server connection', 'migrate_one', () => migrateOne],
     ['three server connections', 'migrate_three', () => migrateThree],
-  ])('four `roost migrate` at once through the pooler (%s) apply each migration exactly once', async (_what, alias, target) => {
-    const versions = loadMigrations().map((m) => m.version);
-    const env = { DATABASE_URL: strict.url(alias), ROOST_DB_POOLER: 'transaction' };
-    const results = await Promise.all([1, 2, 3, 4].map(() => runMigrations(env)));
-    for (const result of results) expect(result).toEqual(versions);
-    const name = dbName(target());
-    const check = new pg.Client({ connectionString: target().url });
-    await check.connect();
-    try {
-      const applied = await check.query<{ version: string }>('select version from schema_migrations order by version');
-      expect(applied.rows.map((row) => row.version)).toEqual(versions);
-      // Transaction-scoped: no advisory lock is left on any server session the pooler keeps.
-      const locks = await check.query<{ n: string }>(
-        `select count(*) as n from pg_locks l join pg_database d on d.oid = l.database where l.locktype = 'advisory' and d.datname = $1`,
-        [name],
-      );
-      expect(Number(locks.rows[0].n)).toBe(0);
-    } finally {
-      await check.end();
-    }
-  });
+  ])(
+    'four `roost migrate` at once through the pooler (%s) apply each migration exactly once',
+    async (_what, alias, target) => {
+      const versions = loadMigrations().map((m) => m.version);
+      const env = { DATABASE_URL: strict.url(alias), ROOST_DB_POOLER: 'transaction' };
+      const results = await Promise.all([1, 2, 3, 4].map(() => runMigrations(env)));
+      for (const result of results) expect(result).toEqual(versions);
+      const name = dbName(target());
+      const check = new pg.Client({ connectionString: target().url });
+      await check.connect();
+      try {
+        const applied = await check.query<{ version: string }>(
+          'select version from schema_migrations order by version',
+        );
+        expect(applied.rows.map((row) => row.version)).toEqual(versions);
+        // Transaction-scoped: no advisory lock is left on any server session the pooler keeps.
+        const locks = await check.query<{ n: string }>(
+          `select count(*) as n from pg_locks l join pg_database d on d.oid = l.database where l.locktype = 'advisory' and d.datname = $1`,
+          [name],
+        );
+        expect(Number(locks.rows[0].n)).toBe(0);
+      } finally {
+        await check.end();
+      }
+    },
+  );
 
   it("ROOST_DB_STATEMENT_TIMEOUT_MS holds in Roost's transactions through the pooler and does not leak to the next client", async () => {
     const database = openPostgres({
@@ -173,18 +191,25 @@ let timeouts: Database;
       pooler: 'transaction',
     });
     try {
-      const inTransaction = await database.transaction((trx) => trx.query<{ statement_timeout: string }>('show statement_timeout'));
+      const inTransaction = await database.transaction((trx) =>
+        trx.query<{ statement_timeout: string }>('show statement_timeout'),
+      );
       expect(inTransaction[0].statement_timeout).toBe('1234ms');
-      const inKysely = await database.db.transaction().execute((trx) => sql<{ statement_timeout: string }>`show statement_timeout`.execute(trx));
+      const inKysely = await database.db
+        .transaction()
+        .execute((trx) => sql<{ statement_timeout: string }>`show statement_timeout`.execute(trx));
       expect(inKysely.rows[0].statement_timeout).toBe('1234ms');
       // The pool has one server connection: this runs on the session those transactions used.
       const after = await sql<{ statement_timeout: string }>`show statement_timeout`.execute(database.db);
       expect(after.rows[0].statement_timeout).toBe('0');
       // And it is enforced: a statement longer than the timeout is cancelled (57014).
-      await expect(database.transaction((trx) => trx.query('select pg_sleep(3)'))).rejects.toMatchObject({ code: '57014' });
+      await expect(database.transaction((trx) => trx.query('select pg_sleep(3)'))).rejects.toMatchObject({
+        code: '57014',
+      });
       // Hot queries run unnamed: the same one twice, across server sessions, is fine.
       const query = CompiledQuery.raw('select $1::int + 1 as n', [41]);
-      for (let i = 0; i < 3; i++) expect(await database.prepared<{ n: number }>('roost_test_add', query)).toEqual([{ n: 42 }]);
+      for (let i = 0; i < 3; i++)
+        expect(await database.prepared<{ n: number }>('roost_test_add', query)).toEqual([{ n: 42 }]);
     } finally {
       await database.close();
     }
@@ -207,7 +232,8 @@ let timeouts: Database;
       await database.withSession(async (first) => {
         await first.prepared('roost_test_named', query);
         await database.withSession(async (second) => {
-          for (let i = 0; i < 2; i++) await expect(second.prepared('roost_test_named', query)).rejects.toMatchObject({ code: '42P05' });
+          for (let i = 0; i < 2; i++)
+            await expect(second.prepared('roost_test_named', query)).rejects.toMatchObject({ code: '42P05' });
         });
       });
       expect(warnings).toHaveLength(1);
@@ -222,7 +248,11 @@ let timeouts: Database;
     // shared machine's drifting load weighs on both alike.
     const targets: LoadTarget[] = [];
     try {
-      targets.push(await LoadTarget.start('pgbouncer (transaction mode)', strict.url('roost'), loadPooled.url, { ROOST_DB_POOLER: 'transaction' }));
+      targets.push(
+        await LoadTarget.start('pgbouncer (transaction mode)', strict.url('roost'), loadPooled.url, {
+          ROOST_DB_POOLER: 'transaction',
+        }),
+      );
       targets.push(await LoadTarget.start('direct Postgres', loadDirect.url, loadDirect.url, {}));
       for (const target of targets) await target.drive(WARMUP_MS, false);
       const loadSpan = ROUNDS * WINDOW_MS * targets.length;
@@ -256,7 +286,10 @@ interface Agent {
 /** Run the operator until it exits (it must, within START_MS); its exit code and stderr. */
 function runToExit(env: Record<string, string>): Promise<{ code: number | null; stderr: string }> {
   return new Promise((done, fail) => {
-    const child = spawn(process.execPath, [ROOST_MAIN], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [ROOST_MAIN], {
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let stderr = '';
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
     const timer = setTimeout(() => {
@@ -296,7 +329,12 @@ class LoadTarget {
   ) {}
 
   /** All four at once: their start-up migrations race through the same URL. */
-  static async start(label: string, databaseUrl: string, checkUrl: string, extra: Record<string, string>): Promise<LoadTarget> {
+  static async start(
+    label: string,
+    databaseUrl: string,
+    checkUrl: string,
+    extra: Record<string, string>,
+  ): Promise<LoadTarget> {
     const adminToken = `admin-${ulid()}`;
     const env = {
       DATABASE_URL: databaseUrl,
@@ -313,7 +351,11 @@ class LoadTarget {
       ...extra,
     };
     const nodes = await startAll(
-      (['api', 'api', 'gateway', 'worker'] as const).map((role, i) => ({ name: `${label}: ${role}-${i}`, env: { ...env, ROOST_ROLE: role }, startTimeoutMs: START_MS })),
+      (['api', 'api', 'gateway', 'worker'] as const).map((role, i) => ({
+        name: `${label}: ${role}-${i}`,
+        env: { ...env, ROOST_ROLE: role },
+        startTimeoutMs: START_MS,
+      })),
     );
     const listeners: ResumingClient[] = [];
     try {
@@ -343,7 +385,10 @@ class LoadTarget {
     const [a, b] = this.recipients;
     const reply = await this.apis[1].post(
       '/schedules',
-      { envelope: { to: [a.handle, b.handle], subject: 'scheduled', content_parts: [{ type: 'text', text: 'tick' }] }, start_at: at },
+      {
+        envelope: { to: [a.handle, b.handle], subject: 'scheduled', content_parts: [{ type: 'text', text: 'tick' }] },
+        start_at: at,
+      },
       this.senders[0].token,
     );
     expect(reply.status).toBe(201);
@@ -359,7 +404,14 @@ class LoadTarget {
         const i = this.n++;
         const to = [this.recipients[i % RECIPIENTS].handle, this.recipients[(i + 1) % RECIPIENTS].handle];
         const cc = i % 2 === 0 ? [this.recipients[(i + 2) % RECIPIENTS].handle] : undefined;
-        const body = { id: ulid(), to, ...(cc ? { cc } : {}), date_ms: Date.now(), subject: `load ${i}`, content_parts: [{ type: 'text', text: `message ${i} `.repeat(20) }] };
+        const body = {
+          id: ulid(),
+          to,
+          ...(cc ? { cc } : {}),
+          date_ms: Date.now(),
+          subject: `load ${i}`,
+          content_parts: [{ type: 'text', text: `message ${i} `.repeat(20) }],
+        };
         let status = 0;
         const sentAt = performance.now();
         try {
@@ -416,13 +468,16 @@ class LoadTarget {
         ),
       ),
     );
-    const framesMissing = frames.filter((result) => result.status === 'rejected').map((result) => String((result).reason));
+    const framesMissing = frames
+      .filter((result) => result.status === 'rejected')
+      .map((result) => String(result.reason));
     const duplicateFrames = this.listeners.reduce((sum, listener) => sum + listener.duplicates, 0);
 
     const accepted = this.statuses.get(202) ?? 0;
     const failed = [...this.statuses].filter(([status]) => status !== 202).reduce((sum, [, count]) => sum + count, 0);
     this.latencies.sort((x, y) => x - y);
-    const at = (p: number) => Math.round(this.latencies[Math.min(this.latencies.length - 1, Math.floor(this.latencies.length * p))] ?? NaN);
+    const at = (p: number) =>
+      Math.round(this.latencies[Math.min(this.latencies.length - 1, Math.floor(this.latencies.length * p))] ?? NaN);
     const figures = {
       run: this.label,
       timed_requests: [...this.statuses.values()].reduce((x, y) => x + y, 0),
@@ -440,7 +495,12 @@ class LoadTarget {
       duplicate_frames: duplicateFrames,
     };
     const label = this.label;
-    expect({ label, failures: this.failures, framesMissing, wrong: wrong.slice(0, 3) }).toEqual({ label, failures: [], framesMissing: [], wrong: [] });
+    expect({ label, failures: this.failures, framesMissing, wrong: wrong.slice(0, 3) }).toEqual({
+      label,
+      failures: [],
+      framesMissing: [],
+      wrong: [],
+    });
     if (failed > 0) throw new Error(`${label}: ${failed} requests not accepted\n${this.logs()}`);
     expect(accepted).toBeGreaterThan(0);
     // Nothing was written that was not acknowledged (a 5xx after a commit would show here).

@@ -27,7 +27,13 @@ async function send(url: string, token: string, id: string, to: string): Promise
     const response = await fetch(`${url}/messages`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id, to: [to], date_ms: 1_700_000_000_000, subject: 'partition', content_parts: [{ type: 'text', text: `envelope ${id}` }] }),
+      body: JSON.stringify({
+        id,
+        to: [to],
+        date_ms: 1_700_000_000_000,
+        subject: 'partition',
+        content_parts: [{ type: 'text', text: `envelope ${id}` }],
+      }),
       signal: AbortSignal.timeout(30_000),
     });
     const text = await response.text();
@@ -56,7 +62,11 @@ describe('a Postgres partition (blackhole, then cut) under concurrent sends', ()
       name: 'api (partitioned)',
       // A short statement timeout (query_timeout = it + 1 s) and a small pool: a stalled query
       // and a pool exhausted by stalled clients both happen within the partition.
-      env: operatorEnv(viaProxy.toString(), adminToken, { ROOST_ROLE: 'api', ROOST_DB_STATEMENT_TIMEOUT_MS: '1000', ROOST_DB_POOL_SIZE: '4' }),
+      env: operatorEnv(viaProxy.toString(), adminToken, {
+        ROOST_ROLE: 'api',
+        ROOST_DB_STATEMENT_TIMEOUT_MS: '1000',
+        ROOST_DB_POOL_SIZE: '4',
+      }),
     });
     sql = new pg.Client({ connectionString: database.url });
     await sql.connect();
@@ -84,7 +94,8 @@ describe('a Postgres partition (blackhole, then cut) under concurrent sends', ()
     let stop = false;
     const loops = Promise.all(
       Array.from({ length: 8 }, async (_, i) => {
-        for (let n = 0; !stop; n++) outcomes.push(await send(api!.url, sender, ulid(), inboxes[(i + n) % inboxes.length]));
+        for (let n = 0; !stop; n++)
+          outcomes.push(await send(api!.url, sender, ulid(), inboxes[(i + n) % inboxes.length]));
       }),
     );
     const accepted = () => outcomes.filter((o) => o.status === 202).length;
@@ -114,7 +125,9 @@ describe('a Postgres partition (blackhole, then cut) under concurrent sends', ()
     await loops;
 
     const byStatus: Record<string, number> = {};
-    for (const o of outcomes) byStatus[`${o.status}${o.code ? ` ${o.code}` : ''}`] = (byStatus[`${o.status}${o.code ? ` ${o.code}` : ''}`] ?? 0) + 1;
+    for (const o of outcomes)
+      byStatus[`${o.status}${o.code ? ` ${o.code}` : ''}`] =
+        (byStatus[`${o.status}${o.code ? ` ${o.code}` : ''}`] ?? 0) + 1;
     if (process.env.ROOST_TEST_VERBOSE) console.log(byStatus);
     // Only 202 and 503 UNAVAILABLE: no 500, no reset, no timeout.
     // The api's own 'internal error' log lines carry the stack of whatever escaped the mapping.
@@ -134,7 +147,10 @@ describe('a Postgres partition (blackhole, then cut) under concurrent sends', ()
     const stored = new Map(rows.rows.map((row) => [row.id, row.entries]));
     for (const o of outcomes.filter((x) => x.status === 202)) expect([o.id, stored.get(o.id)]).toEqual([o.id, 1]);
     for (const [id, entries] of stored) expect([id, entries]).toEqual([id, 1]);
-    const orphans = await sql.query('SELECT count(*)::int AS n FROM mailbox_entries m WHERE m.envelope_id = ANY($1) AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = m.envelope_id)', [ids]);
+    const orphans = await sql.query(
+      'SELECT count(*)::int AS n FROM mailbox_entries m WHERE m.envelope_id = ANY($1) AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = m.envelope_id)',
+      [ids],
+    );
     expect(orphans.rows[0].n).toBe(0);
 
     // A client retrying each 503 with the same id and body gets 202, and the envelope is stored once.
@@ -150,7 +166,10 @@ describe('a Postgres partition (blackhole, then cut) under concurrent sends', ()
       retried.push(outcome);
     }
     expect(retried.filter((o) => o.status !== 202)).toEqual([]);
-    const after = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM mailbox_entries WHERE envelope_id = ANY($1)', [ids]);
+    const after = await sql.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM mailbox_entries WHERE envelope_id = ANY($1)',
+      [ids],
+    );
     expect(after.rows[0].n).toBe(outcomes.length);
   });
 });

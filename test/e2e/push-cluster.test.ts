@@ -58,7 +58,9 @@ test('an agent on gateway B gets every envelope accepted by api A and by api B, 
     expect([...seen.values()].filter((count) => count > 1)).toEqual([]);
     expect(seen.size).toBe(sent.size);
     expect(inOrder(socket.notifies)).toBe(true);
-    console.log(`push-cluster fan-out: sent ${sent.size} (api A ${byApi[0]}, api B ${byApi[1]}), gateway B socket saw ${socket.notifies.length}, distinct ${seen.size}`);
+    console.log(
+      `push-cluster fan-out: sent ${sent.size} (api A ${byApi[0]}, api B ${byApi[1]}), gateway B socket saw ${socket.notifies.length}, distinct ${seen.size}`,
+    );
   } finally {
     socket.close();
   }
@@ -66,9 +68,7 @@ test('an agent on gateway B gets every envelope accepted by api A and by api B, 
 
 test('several sockets of one agent on different gateways each get every envelope exactly once', async () => {
   const carol = await cluster.agent('@pc.carol');
-  const sockets = await Promise.all(
-    [0, 1, 0, 1].map((g) => connect(cluster.gateways[g].url, { token: carol.token })),
-  );
+  const sockets = await Promise.all([0, 1, 0, 1].map((g) => connect(cluster.gateways[g].url, { token: carol.token })));
   try {
     const report = await sendBurst(cluster, senders, carol.handle, 300, 8);
     expect(report.refused.size).toBe(0);
@@ -86,7 +86,9 @@ test('several sockets of one agent on different gateways each get every envelope
       expect(inOrder(socket.notifies)).toBe(true);
       return socket.notifies.length;
     });
-    console.log(`push-cluster multi-socket: sent ${sent.size}, per socket (gw A, gw B, gw A, gw B) ${counts.join(', ')}`);
+    console.log(
+      `push-cluster multi-socket: sent ${sent.size}, per socket (gw A, gw B, gw A, gw B) ${counts.join(', ')}`,
+    );
   } finally {
     for (const socket of sockets) socket.close();
   }

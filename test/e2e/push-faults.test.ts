@@ -30,7 +30,12 @@ let senders: TestAgent[];
 beforeAll(async () => {
   redis = await RedisServer.start();
   try {
-    cluster = await Cluster.start({ api: 2, gateway: 2, redisUrl: redis.url, env: { ROOST_WS_SWEEP_INTERVAL_MS: '500' } });
+    cluster = await Cluster.start({
+      api: 2,
+      gateway: 2,
+      redisUrl: redis.url,
+      env: { ROOST_WS_SWEEP_INTERVAL_MS: '500' },
+    });
   } catch (error) {
     await redis.kill();
     throw error;
@@ -135,7 +140,9 @@ test('frame streams trimmed to 0 under load: sockets stay open and still get eve
     }
     trimmed += unreadByGateway0 + (await trimFor(1_000));
     const report = await sending;
-    console.log(`push-faults xtrim: ${trimmed} frames trimmed, ${unreadByGateway0} of them added and trimmed while gateway 0 was frozen`);
+    console.log(
+      `push-faults xtrim: ${trimmed} frames trimmed, ${unreadByGateway0} of them added and trimmed while gateway 0 was frozen`,
+    );
     expect(unreadByGateway0).toBeGreaterThan(20);
     await expectExactlyOnce('xtrim', fay, report, clients);
     for (const client of clients) expect(client.connections).toBe(1);

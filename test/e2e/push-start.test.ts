@@ -46,7 +46,11 @@ beforeAll(async () => {
   };
   const env = { ROOST_REDIS_PREFIX: prefix, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'warn' };
   // The api reaches Redis through one proxy, the gateway reaches Postgres through the other.
-  api = new RoostProcess('api-0', 'api', await freePort(), { ...env, DATABASE_URL: database.url, REDIS_URL: viaProxy(testRedisUrl(), redisProxy) });
+  api = new RoostProcess('api-0', 'api', await freePort(), {
+    ...env,
+    DATABASE_URL: database.url,
+    REDIS_URL: viaProxy(testRedisUrl(), redisProxy),
+  });
   gateway = new RoostProcess('gateway-0', 'gateway', await freePort(), {
     ...env,
     DATABASE_URL: viaProxy(database.url, pgProxy),

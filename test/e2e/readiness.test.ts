@@ -104,8 +104,12 @@ async function untilReady(nodes: TestProcess[], status: number, timeoutMs = 20_0
     const answers = await Promise.all(nodes.map(readyz));
     if (answers.every((a) => a.status === status)) return answers;
     if (Date.now() > deadline) {
-      const dead = nodes.filter((node) => !node.running).map((node) => `${node.name} exited:\n${node.output.slice(-30).join('\n')}`);
-      throw new Error(`/readyz never became ${status}: ${JSON.stringify(answers.map((a, i) => ({ node: nodes[i].name, ...a })))}\n${dead.join('\n')}`);
+      const dead = nodes
+        .filter((node) => !node.running)
+        .map((node) => `${node.name} exited:\n${node.output.slice(-30).join('\n')}`);
+      throw new Error(
+        `/readyz never became ${status}: ${JSON.stringify(answers.map((a, i) => ({ node: nodes[i].name, ...a })))}\n${dead.join('\n')}`,
+      );
     }
     await sleep(100);
   }
@@ -127,7 +131,13 @@ async function postMessage(url: string, token: string, to: string, n: number): P
     const response = await fetch(`${url}/messages`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id, to: [to], date_ms: sentAt, subject: `load ${n}`, content_parts: [{ type: 'text', text: `message ${n}` }] }),
+      body: JSON.stringify({
+        id,
+        to: [to],
+        date_ms: sentAt,
+        subject: `load ${n}`,
+        content_parts: [{ type: 'text', text: `message ${n}` }],
+      }),
       signal: AbortSignal.timeout(15_000),
     });
     const text = await response.text();
@@ -188,10 +198,16 @@ describe('/readyz follows Postgres (and Redis for the worker); POST /messages du
     };
     const env = { ...common, DATABASE_URL: viaProxy.toString(), REDIS_URL: `redis://127.0.0.1:${redisProxy.port}` };
     proxied = await startAll(
-      (['api', 'gateway', 'worker'] as const).map((role) => ({ name: `${role} (proxied)`, env: { ...env, ROOST_ROLE: role } })),
+      (['api', 'gateway', 'worker'] as const).map((role) => ({
+        name: `${role} (proxied)`,
+        env: { ...env, ROOST_ROLE: role },
+      })),
     );
     // A second api straight to Postgres and Redis: how the test looks at state during and after.
-    direct = await TestProcess.start({ name: 'api (direct)', env: { ...common, ROOST_ROLE: 'api', DATABASE_URL: database.url, REDIS_URL: redis.url } });
+    direct = await TestProcess.start({
+      name: 'api (direct)',
+      env: { ...common, ROOST_ROLE: 'api', DATABASE_URL: database.url, REDIS_URL: redis.url },
+    });
     sql = new pg.Client({ connectionString: database.url });
     await sql.connect();
   });
@@ -241,11 +257,14 @@ describe('/readyz follows Postgres (and Redis for the worker); POST /messages du
     for (const node of proxied) expect((await fetch(`${node.url}/healthz`)).status).toBe(200);
     expect(proxied.map((node) => node.running)).toEqual([true, true, true]);
     expect(underCut.filter((o) => o.status === 202).length).toBeGreaterThanOrEqual(10);
-    for (const o of underCut) expect(o.status === 202 ? [202] : [o.status, o.code]).toEqual(o.status === 202 ? [202] : [503, 'UNAVAILABLE']);
+    for (const o of underCut)
+      expect(o.status === 202 ? [202] : [o.status, o.code]).toEqual(o.status === 202 ? [202] : [503, 'UNAVAILABLE']);
 
     const outage: Outcome[] = [];
     for (let n = 1; n <= 6; n++) outage.push(await postMessage(api.url, alice, '@rz.bob', n));
-    outage.push(...(await Promise.all(Array.from({ length: 6 }, (_, i) => postMessage(api.url, alice, '@rz.bob', 10 + i)))));
+    outage.push(
+      ...(await Promise.all(Array.from({ length: 6 }, (_, i) => postMessage(api.url, alice, '@rz.bob', 10 + i)))),
+    );
     expect(outage.map((o) => [o.status, o.code])).toEqual(outage.map(() => [503, 'UNAVAILABLE']));
     const listing = await client.get('/mailbox', bob);
     expect([listing.status, listing.body?.error?.code]).toEqual([503, 'UNAVAILABLE']);
@@ -256,7 +275,10 @@ describe('/readyz follows Postgres (and Redis for the worker); POST /messages du
 
     // Nothing of the refused sends exists: no envelope row, no mailbox entry, no listing, no body.
     const ids = outage.map((o) => o.id);
-    const rows = await sql.query('SELECT (SELECT count(*) FROM envelopes WHERE id = ANY($1))::int AS envelopes, (SELECT count(*) FROM mailbox_entries WHERE envelope_id = ANY($1))::int AS entries', [ids]);
+    const rows = await sql.query(
+      'SELECT (SELECT count(*) FROM envelopes WHERE id = ANY($1))::int AS envelopes, (SELECT count(*) FROM mailbox_entries WHERE envelope_id = ANY($1))::int AS entries',
+      [ids],
+    );
     expect(rows.rows[0]).toEqual({ envelopes: 0, entries: 0 });
     expect(await inboxIds(checker, bob)).toEqual([before.id]);
     for (const id of ids.slice(0, 3)) expect((await checker.get(`/messages/${id}`, alice)).status).toBe(404);
@@ -269,12 +291,19 @@ describe('/readyz follows Postgres (and Redis for the worker); POST /messages du
     const stored = new Map(cutRows.rows.map((row) => [row.id, row.entries]));
     for (const o of underCut.filter((x) => x.status === 202)) expect(stored.has(o.id)).toBe(true);
     for (const entries of stored.values()) expect(entries).toBe(1);
-    const orphans = await sql.query('SELECT count(*)::int AS n FROM mailbox_entries m WHERE m.envelope_id = ANY($1) AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = m.envelope_id)', [underCut.map((o) => o.id)]);
+    const orphans = await sql.query(
+      'SELECT count(*)::int AS n FROM mailbox_entries m WHERE m.envelope_id = ANY($1) AND NOT EXISTS (SELECT 1 FROM envelopes e WHERE e.id = m.envelope_id)',
+      [underCut.map((o) => o.id)],
+    );
     expect(orphans.rows[0].n).toBe(0);
     expect((await inboxIds(checker, cut)).sort()).toEqual([...stored.keys()].sort());
 
     // A retry of a refused id after recovery is a first store, not a replay of something half-kept.
-    const retry = await client.post('/messages', { id: ids[0], to: ['@rz.bob'], date_ms: Date.now(), content_parts: [{ type: 'text', text: 'retried' }] }, alice);
+    const retry = await client.post(
+      '/messages',
+      { id: ids[0], to: ['@rz.bob'], date_ms: Date.now(), content_parts: [{ type: 'text', text: 'retried' }] },
+      alice,
+    );
     expect(retry.status).toBe(202);
     expect(await inboxIds(checker, bob)).toEqual([before.id, ids[0]]);
   });
@@ -374,7 +403,13 @@ describe('SIGTERM drains', () => {
     const dropped = outcomes.filter((o) => o.status === 0);
     expect(accepted.length).toBeGreaterThanOrEqual(40);
     if (process.env.ROOST_TEST_VERBOSE) {
-      console.log({ accepted: accepted.length, inFlightAtSignal: inFlightAtSignal.length, refused: refused.length, dropped: dropped.length, exitMs: exit.afterMs });
+      console.log({
+        accepted: accepted.length,
+        inFlightAtSignal: inFlightAtSignal.length,
+        refused: refused.length,
+        dropped: dropped.length,
+        exitMs: exit.afterMs,
+      });
     }
     expect(inFlightAtSignal.length).toBeGreaterThan(0);
     // Once the process is gone every attempt is a connection error.
@@ -405,7 +440,11 @@ describe('SIGTERM drains', () => {
     const client = new TestClient(api.url);
     const erin = await createAgent(client, adminToken, '@sg.erin');
     const frank = await createAgent(client, adminToken, '@sg.frank');
-    const sockets: Listener[] = await Promise.all([connect(gateway.url, { token: erin }), connect(gateway.url, { token: erin }), connect(gateway.url, { token: frank })]);
+    const sockets: Listener[] = await Promise.all([
+      connect(gateway.url, { token: erin }),
+      connect(gateway.url, { token: erin }),
+      connect(gateway.url, { token: frank }),
+    ]);
     try {
       const stopping = terminate(gateway);
       await Promise.all(sockets.map((socket) => socket.untilClosed(SHUTDOWN_TIMEOUT_MS)));

@@ -47,7 +47,12 @@ async function readyz(node: TestProcess): Promise<Ready> {
   }
 }
 
-async function until<T>(what: string, ask: () => Promise<T>, ok: (value: T) => boolean, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+  what: string,
+  ask: () => Promise<T>,
+  ok: (value: T) => boolean,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await ask();
@@ -88,7 +93,13 @@ async function send(url: string, token: string, to: string, n: number): Promise<
     const response = await fetch(`${url}/messages`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ id, to: [to], date_ms: Date.now(), subject: `outage ${n}`, content_parts: [{ type: 'text', text: `message ${n}` }] }),
+      body: JSON.stringify({
+        id,
+        to: [to],
+        date_ms: Date.now(),
+        subject: `outage ${n}`,
+        content_parts: [{ type: 'text', text: `message ${n}` }],
+      }),
       signal: AbortSignal.timeout(15_000),
     });
     await response.arrayBuffer();
@@ -120,7 +131,13 @@ describe('a Redis outage under load: api and gateway stay ready and keep serving
       ROOST_WS_SWEEP_INTERVAL_MS: '1000',
     };
     nodes = await startAll(
-      (['api', 'api', 'gateway', 'worker'] as const).map((role, i) => ({ name: `${role}-${i}`, env: { ...env, ROOST_ROLE: role }, recordStdout: true, keepLines: 300, startTimeoutMs: 90_000 })),
+      (['api', 'api', 'gateway', 'worker'] as const).map((role, i) => ({
+        name: `${role}-${i}`,
+        env: { ...env, ROOST_ROLE: role },
+        recordStdout: true,
+        keepLines: 300,
+        startTimeoutMs: 90_000,
+      })),
     );
   });
 
@@ -137,7 +154,11 @@ describe('a Redis outage under load: api and gateway stay ready and keep serving
     const alice = await createAgent(client, adminToken, '@ro.alice');
     const bob = await createAgent(client, adminToken, '@ro.bob');
     for (const node of nodes) {
-      const ready = await until(`${node.name} ready`, () => readyz(node), (r) => r.status === 200 && r.body?.checks?.redis === true);
+      const ready = await until(
+        `${node.name} ready`,
+        () => readyz(node),
+        (r) => r.status === 200 && r.body?.checks?.redis === true,
+      );
       expect(ready.body).toEqual({ ok: true, checks: { postgres: true, redis: true } });
     }
     const socket: Listener = await connect(gateway.url, { token: bob });
@@ -168,11 +189,21 @@ describe('a Redis outage under load: api and gateway stay ready and keep serving
     const killedAt = Date.now();
     await redis.kill();
     // While Redis is down: api/gateway ready with redis false; the worker (job queue) is not.
-    const down = await until('worker unready', () => readyz(worker), (r) => r.status === 503);
+    const down = await until(
+      'worker unready',
+      () => readyz(worker),
+      (r) => r.status === 503,
+    );
     expect(down.body).toEqual({ ok: false, checks: { postgres: true, redis: false } });
     for (const node of served) {
       expect(await readyz(node)).toEqual({ status: 200, body: { ok: true, checks: { postgres: true, redis: false } } });
-      expect(await until(`${node.name} redis gauge`, () => metric(node, 'roost_dependency_up{dependency="redis"}'), (v) => v === 0)).toBe(0);
+      expect(
+        await until(
+          `${node.name} redis gauge`,
+          () => metric(node, 'roost_dependency_up{dependency="redis"}'),
+          (v) => v === 0,
+        ),
+      ).toBe(0);
       expect(await metric(node, 'roost_dependency_up{dependency="postgres"}')).toBe(1);
     }
     // Stream length and job counts cannot be read: their series are gone, not stale.
@@ -183,8 +214,17 @@ describe('a Redis outage under load: api and gateway stay ready and keep serving
 
     await redis.start();
     const restartedAt = Date.now();
-    await until('worker ready again', () => readyz(worker), (r) => r.status === 200 && r.body?.checks?.redis === true);
-    for (const node of served) await until(`${node.name} redis back`, () => readyz(node), (r) => r.body?.checks?.redis === true);
+    await until(
+      'worker ready again',
+      () => readyz(worker),
+      (r) => r.status === 200 && r.body?.checks?.redis === true,
+    );
+    for (const node of served)
+      await until(
+        `${node.name} redis back`,
+        () => readyz(node),
+        (r) => r.body?.checks?.redis === true,
+      );
     await sleep(2_000); // load after recovery too
     loading = false;
     probing = false;
@@ -200,11 +240,20 @@ describe('a Redis outage under load: api and gateway stay ready and keep serving
     expect(duringOutage).toBeGreaterThan(20);
     expect(sent.filter((s) => s.status !== 202)).toEqual([]);
     // Every 202 reaches the recipient's socket: late, but it arrives.
-    await socket.until(() => sent.every((s) => socket.ids.includes(s.id)), 30_000, 'every accepted envelope on the socket');
+    await socket.until(
+      () => sent.every((s) => socket.ids.includes(s.id)),
+      30_000,
+      'every accepted envelope on the socket',
+    );
     expect(new Set(socket.ids).size).toBe(socket.ids.length);
     socket.close();
     if (process.env.ROOST_TEST_VERBOSE) {
-      console.log({ sent: sent.length, duringOutage, probes: Object.fromEntries(probes), recoveredMs: Date.now() - restartedAt });
+      console.log({
+        sent: sent.length,
+        duringOutage,
+        probes: Object.fromEntries(probes),
+        recoveredMs: Date.now() - restartedAt,
+      });
     }
 
     // One line when Redis went away and one when it came back, per component, not per request.
@@ -213,18 +262,33 @@ describe('a Redis outage under load: api and gateway stay ready and keep serving
       expect({ node: node.name, lines: lines.length === 2 ? 2 : lines }).toEqual({ node: node.name, lines: 2 });
     }
     for (const api of [api0, api1]) {
-      expect([api.name, logLines(api, /^rate limiter unavailable/).length, logLines(api, /^rate limiter: Redis answers again/).length]).toEqual([api.name, 1, 1]);
+      expect([
+        api.name,
+        logLines(api, /^rate limiter unavailable/).length,
+        logLines(api, /^rate limiter: Redis answers again/).length,
+      ]).toEqual([api.name, 1, 1]);
     }
     expect(logLines(worker, /^job queue: Redis unreachable/)).toHaveLength(1);
     expect(logLines(worker, /^job queue: Redis reachable again/)).toHaveLength(1);
     // Nothing else repeats: every warning or error line of the run, outage included, is a handful.
     for (const node of nodes) {
-      const warnings = node.stdout.filter((line) => /"level":"(warn|error|fatal)"/.test(line) && !line.includes('"msg":"request"'));
-      expect({ node: node.name, warnings: warnings.length <= 6 ? 'few' : warnings }).toEqual({ node: node.name, warnings: 'few' });
+      const warnings = node.stdout.filter(
+        (line) => /"level":"(warn|error|fatal)"/.test(line) && !line.includes('"msg":"request"'),
+      );
+      expect({ node: node.name, warnings: warnings.length <= 6 ? 'few' : warnings }).toEqual({
+        node: node.name,
+        warnings: 'few',
+      });
     }
     // The gauges are back.
     expect(await metric(api0, 'roost_dependency_up{dependency="redis"}')).toBe(1);
-    expect(await until('job counts back', () => metric(worker, 'roost_jobs{queue="roost-jobs",state="waiting"}'), (v) => v !== undefined)).toBeGreaterThanOrEqual(0);
+    expect(
+      await until(
+        'job counts back',
+        () => metric(worker, 'roost_jobs{queue="roost-jobs",state="waiting"}'),
+        (v) => v !== undefined,
+      ),
+    ).toBeGreaterThanOrEqual(0);
   });
 });
 
@@ -273,12 +337,31 @@ describe('ROOST_ROLE=all with REDIS_URL at a dead Redis', () => {
     await socket.until(() => socket.ids.includes(first.id), 15_000, 'the envelope sent while Redis is down');
 
     // The outage is logged (once the start-up grace for connecting is over), once.
-    await until('the outage logged', async () => logLines(node!, /^redis unreachable/).length, (n) => n > 0, 20_000);
+    await until(
+      'the outage logged',
+      async () => logLines(node!, /^redis unreachable/).length,
+      (n) => n > 0,
+      20_000,
+    );
     // Redis comes up: the bus, the job queue and the limiter connect by themselves.
     redis = await RedisServer.startOn(port);
-    await until('redis back', () => readyz(node!), (r) => r.body?.checks?.redis === true);
-    expect(await until('redis gauge', () => metric(node!, 'roost_dependency_up{dependency="redis"}'), (v) => v === 1)).toBe(1);
-    await until('job queue connected', async () => logLines(node!, /^job queue: Redis reachable again/).length, (n) => n === 1);
+    await until(
+      'redis back',
+      () => readyz(node!),
+      (r) => r.body?.checks?.redis === true,
+    );
+    expect(
+      await until(
+        'redis gauge',
+        () => metric(node!, 'roost_dependency_up{dependency="redis"}'),
+        (v) => v === 1,
+      ),
+    ).toBe(1);
+    await until(
+      'job queue connected',
+      async () => logLines(node!, /^job queue: Redis reachable again/).length,
+      (n) => n === 1,
+    );
     const second = await send(node.url, alice, '@dead.bob', 2);
     expect(second.status).toBe(202);
     await socket.until(() => socket.ids.includes(second.id), 15_000, 'the envelope sent after Redis came up');
@@ -287,7 +370,12 @@ describe('ROOST_ROLE=all with REDIS_URL at a dead Redis', () => {
     // Its job schedulers were upserted once Redis answered.
     const look = new Redis(redis.url);
     try {
-      await until('job schedulers in Redis', async () => (await look.keys('roost-e2e:*bull:roost-jobs:repeat*')).length, (n) => n > 0, 15_000);
+      await until(
+        'job schedulers in Redis',
+        async () => (await look.keys('roost-e2e:*bull:roost-jobs:repeat*')).length,
+        (n) => n > 0,
+        15_000,
+      );
     } finally {
       look.disconnect();
     }

@@ -81,7 +81,9 @@ async function inbox(token: string): Promise<any[]> {
   const headers: any[] = [];
   let cursor: Cursor | null = null;
   for (;;) {
-    const after: string = cursor ? `&after_created_at=${cursor.created_at}&after_envelope_id=${cursor.envelope_id}` : '';
+    const after: string = cursor
+      ? `&after_created_at=${cursor.created_at}&after_envelope_id=${cursor.envelope_id}`
+      : '';
     const reply = await client.get(`/mailbox?order=asc&limit=1000${after}`, token);
     if (reply.status !== 200) throw new Error(`GET /mailbox: ${reply.status} ${reply.text}`);
     headers.push(...reply.body.envelope_headers);
@@ -119,7 +121,11 @@ test('100 schedules on 3 workers, two killed -9 mid-run and restarted: every due
         const reply = await client.post(
           '/schedules',
           {
-            envelope: { to: [recipient.handle], subject: `tick ${o}/${r}`, content_parts: [{ type: 'text', text: `from ${owner.handle}` }] },
+            envelope: {
+              to: [recipient.handle],
+              subject: `tick ${o}/${r}`,
+              content_parts: [{ type: 'text', text: `from ${owner.handle}` }],
+            },
             interval_ms: INTERVAL,
             max_count: MAX_COUNT,
           },
@@ -135,7 +141,10 @@ test('100 schedules on 3 workers, two killed -9 mid-run and restarted: every due
 
   // Mid-run, a worker dies without a word and comes back a few seconds later; then another one.
   const kills: number[] = [];
-  for (const [victim, downMs] of [[workers[1], 4_000], [workers[0], 2_500]] as const) {
+  for (const [victim, downMs] of [
+    [workers[1], 4_000],
+    [workers[0], 2_500],
+  ] as const) {
     await sleep(3_000 + Math.floor(Math.random() * 200));
     await victim.kill('SIGKILL');
     kills.push(Math.round((Date.now() - firing) / 100) / 10);

@@ -58,7 +58,8 @@ async function waitForRuns(token: string, id: string, atLeast: number, timeoutMs
   for (;;) {
     const count = await sendCount(token, id);
     if (count >= atLeast) return count;
-    if (Date.now() > deadline) throw new Error(`schedule ${id}: ${count} runs, expected at least ${atLeast} within ${timeoutMs} ms`);
+    if (Date.now() > deadline)
+      throw new Error(`schedule ${id}: ${count} runs, expected at least ${atLeast} within ${timeoutMs} ms`);
     await sleep(200);
   }
 }
@@ -72,7 +73,11 @@ test('schedules keep firing after Redis restarts empty, without restarting the w
   }
   const created = await client.post(
     '/schedules',
-    { envelope: { to: ['@wr.inbox'], content_parts: [{ type: 'text', text: 'tick' }] }, interval_ms: 60_000, max_count: 10_000 },
+    {
+      envelope: { to: ['@wr.inbox'], content_parts: [{ type: 'text', text: 'tick' }] },
+      interval_ms: 60_000,
+      max_count: 10_000,
+    },
     tokens['@wr.owner'],
   );
   expect(created.status).toBe(201);

@@ -14,7 +14,11 @@ describe('accept path with two api nodes writing to one mailbox', () => {
 
   beforeAll(async () => {
     a = await startOperator({ backend: 'postgres' });
-    b = await startOperator({ backend: 'postgres', databaseUrl: a.config.databaseUrl!, env: { ROOST_ADMIN_TOKEN: a.adminToken } });
+    b = await startOperator({
+      backend: 'postgres',
+      databaseUrl: a.config.databaseUrl!,
+      env: { ROOST_ADMIN_TOKEN: a.adminToken },
+    });
     db = new pg.Client({ connectionString: a.config.databaseUrl! });
     await db.connect();
   });
@@ -38,7 +42,8 @@ describe('accept path with two api nodes writing to one mailbox', () => {
       [handle],
     );
     rows.forEach((row, i) => expect(row.seq).toBe(i + 1));
-    for (let i = 1; i < rows.length; i++) expect(BigInt(rows[i].created_at)).toBeGreaterThan(BigInt(rows[i - 1].created_at));
+    for (let i = 1; i < rows.length; i++)
+      expect(BigInt(rows[i].created_at)).toBeGreaterThan(BigInt(rows[i - 1].created_at));
     const { rows: state } = await db.query<{ last_seq: number }>(
       'select m.last_seq::int as last_seq from mailboxes m join agents g on g.id = m.agent_id where g.handle = $1',
       [handle],
@@ -67,7 +72,9 @@ describe('accept path with two api nodes writing to one mailbox', () => {
     // The listing (created_at order) agrees with the seq order.
     const listed = await b.client.get('/mailbox?limit=1000', bob);
     const ids = listed.body.envelope_headers.map((header: { id: string }) => header.id);
-    expect(ids.length === stored.length && (ids.join() === stored.join() || ids.join() === [...stored].reverse().join())).toBe(true);
+    expect(
+      ids.length === stored.length && (ids.join() === stored.join() || ids.join() === [...stored].reverse().join()),
+    ).toBe(true);
   });
 
   it('a node whose remembered state went stale still answers retries and collisions exactly', async () => {
@@ -82,7 +89,9 @@ describe('accept path with two api nodes writing to one mailbox', () => {
     const replay = await a.client.post('/messages', second, alice);
     expect(replay.status).toBe(202);
     expect(replay.body.id).toBe(second.id);
-    expect((await a.client.post('/messages', { ...second, subject: 'changed' }, alice)).body.error.code).toBe('RETRY_MISMATCH');
+    expect((await a.client.post('/messages', { ...second, subject: 'changed' }, alice)).body.error.code).toBe(
+      'RETRY_MISMATCH',
+    );
     expect((await a.client.post('/messages', second, mallory)).body.error.code).toBe('ID_COLLISION');
     const third = envelope('@n3.bob', { subject: 'third' });
     expect((await a.client.post('/messages', third, alice)).status).toBe(202);

@@ -131,12 +131,16 @@ function upload(text: string): Pick<Req, 'body' | 'headers'> {
   return { body, headers: { 'content-type': `multipart/form-data; boundary=${boundary}` } };
 }
 
-const call = (req: Req, token?: string) => op.client.request(req.method, req.path, { token, body: req.body, headers: req.headers });
+const call = (req: Req, token?: string) =>
+  op.client.request(req.method, req.path, { token, body: req.body, headers: req.headers });
 
 /** A request whose success never ends (SSE): status, headers and the first chunk; a refusal read whole. */
 async function callStream(req: Req, token?: string): Promise<Reply> {
   const controller = new AbortController();
-  const response = await fetch(op.url + req.path, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` }, signal: controller.signal });
+  const response = await fetch(op.url + req.path, {
+    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+    signal: controller.signal,
+  });
   if (!response.ok) return call(req, token);
   const reader = response.body!.getReader();
   const first = await reader.read();
@@ -146,7 +150,8 @@ async function callStream(req: Req, token?: string): Promise<Reply> {
 }
 
 async function uploaded(token: string, text: string): Promise<string> {
-  return (await expectStatus(await call({ method: 'POST', path: '/files', ...upload(text) }, token), 201, 'upload')).body.id;
+  return (await expectStatus(await call({ method: 'POST', path: '/files', ...upload(text) }, token), 201, 'upload'))
+    .body.id;
 }
 
 async function sent(token: string, body: Record<string, unknown>): Promise<string> {
@@ -185,7 +190,8 @@ function outcomeOf(route: Route, caller: Caller): Outcome {
       break;
     case 'admin':
       // Agent tokens are not admin tokens.
-      if (caller === 'none' || caller === 'revoked' || caller === 'other-agent' || caller === 'owner') return UNAUTHORIZED;
+      if (caller === 'none' || caller === 'revoked' || caller === 'other-agent' || caller === 'owner')
+        return UNAUTHORIZED;
       break;
     case 'orgs':
       // Organization routes take only the operator admin token (EXTENSIONS.md §5).
@@ -283,7 +289,12 @@ function expectNoLeak(caller: Caller, text: string, request: string, what: strin
 }
 
 const requestText = (req: Req) =>
-  [req.path, safeDecode(req.path), typeof req.body === 'string' ? req.body : JSON.stringify(req.body ?? null), ...(req.echo ?? [])].join('\n');
+  [
+    req.path,
+    safeDecode(req.path),
+    typeof req.body === 'string' ? req.body : JSON.stringify(req.body ?? null),
+    ...(req.echo ?? []),
+  ].join('\n');
 
 async function runCell(route: Route, caller: Caller): Promise<void> {
   const t = (await route.target?.()) ?? {};
@@ -297,12 +308,18 @@ async function runCell(route: Route, caller: Caller): Promise<void> {
     const tenantBefore = tenant ? await digests(db, tenant) : undefined;
     const reply = route.stream ? await callStream(req, token) : await call(req, token);
     statuses.push(reply.status);
-    expect({ what, status: reply.status, code: reply.body?.error?.code }).toEqual({ what, status: outcome.status, code: outcome.code });
+    expect({ what, status: reply.status, code: reply.body?.error?.code }).toEqual({
+      what,
+      status: outcome.status,
+      code: outcome.code,
+    });
     if (reply.status >= 400) expect(Object.keys(reply.body)).toEqual(['error']);
     expectNoLeak(caller, exposed(reply.text, reply.headers), requestText(req), what);
 
-    if (reply.status >= 400 || !outcome.writes) expect({ what, state: await digests(db) }).toEqual({ what, state: before });
-    else if (tenant) expect({ what, tenant, state: await digests(db, tenant) }).toEqual({ what, tenant, state: tenantBefore });
+    if (reply.status >= 400 || !outcome.writes)
+      expect({ what, state: await digests(db) }).toEqual({ what, state: before });
+    else if (tenant)
+      expect({ what, tenant, state: await digests(db, tenant) }).toEqual({ what, tenant, state: tenantBefore });
 
     if (route.twin && (reply.status >= 400 || outcome.twin)) {
       const twin = route.twin(t);
@@ -314,7 +331,8 @@ async function runCell(route: Route, caller: Caller): Promise<void> {
         type: reply.headers.get('content-type'),
         text: reply.text,
       });
-      if (reply.status >= 400 || !outcome.writes) expect({ what, state: await digests(db) }).toEqual({ what, state: before });
+      if (reply.status >= 400 || !outcome.writes)
+        expect({ what, state: await digests(db) }).toEqual({ what, state: before });
     }
     if (reply.status < 400) route.check?.(caller, reply, t);
   }
@@ -335,16 +353,21 @@ const ids = (body: { envelopes?: Array<{ id: string }> }) => (body.envelopes ?? 
 
 const ROUTES: Route[] = [
   // Operational endpoints: unauthenticated, no tenant data (EXTENSIONS.md §7).
-  ...['/healthz', '/health', '/readyz', '/metrics'].map(
-    (path): Route => ({ name: `GET ${path}`, kind: 'ops', request: () => ({ method: 'GET', path }), outcomes: {} }),
-  ),
+  ...['/healthz', '/health', '/readyz', '/metrics'].map((path): Route => ({
+    name: `GET ${path}`,
+    kind: 'ops',
+    request: () => ({ method: 'GET', path }),
+    outcomes: {},
+  })),
 
   // Messages (ASMTP.md §3.2–3.4). A send to an agent that refuses the caller is the unknown-agent 404.
   {
     name: 'POST /messages',
     kind: 'agent',
     request: () => ({ method: 'POST', path: '/messages', body: envelope(ALICE, { subject: 'probe' }) }),
-    twin: () => ({ request: { method: 'POST', path: '/messages', body: envelope('@acme.nobody', { subject: 'probe' }) } }),
+    twin: () => ({
+      request: { method: 'POST', path: '/messages', body: envelope('@acme.nobody', { subject: 'probe' }) },
+    }),
     outcomes: { 'other-agent': NOT_FOUND, owner: WRITES(202) },
   },
   {
@@ -369,7 +392,9 @@ const ROUTES: Route[] = [
     name: 'POST /messages/{id}/receipts',
     kind: 'agent',
     request: () => ({ method: 'POST', path: `/messages/${w.e2}/receipts`, body: { status: 'accepted', note: 'seen' } }),
-    twin: () => ({ request: { method: 'POST', path: `/messages/${ulid()}/receipts`, body: { status: 'accepted', note: 'seen' } } }),
+    twin: () => ({
+      request: { method: 'POST', path: `/messages/${ulid()}/receipts`, body: { status: 'accepted', note: 'seen' } },
+    }),
     outcomes: { 'other-agent': NOT_FOUND, owner: WRITES(201) },
   },
   {
@@ -397,7 +422,12 @@ const ROUTES: Route[] = [
     request: () => ({
       method: 'POST',
       path: '/mcp',
-      body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'inbox', arguments: { direction: 'both', limit: 100 } } },
+      body: {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'inbox', arguments: { direction: 'both', limit: 100 } },
+      },
       headers: { accept: 'application/json, text/event-stream' },
     }),
     outcomes: { 'other-agent': OK, owner: OK },
@@ -486,7 +516,10 @@ const ROUTES: Route[] = [
       return { entry };
     },
     request: (t) => ({ method: 'DELETE', path: `/agents/me/allowlist/${enc(t.entry)}` }),
-    twin: (t) => ({ request: { method: 'DELETE', path: `/agents/me/allowlist/${enc('@nobody.*')}` }, swap: ['@nobody.*', t.entry] }),
+    twin: (t) => ({
+      request: { method: 'DELETE', path: `/agents/me/allowlist/${enc('@nobody.*')}` },
+      swap: ['@nobody.*', t.entry],
+    }),
     outcomes: { 'other-agent': NOT_FOUND, owner: WRITES(200) },
   },
   {
@@ -510,7 +543,10 @@ const ROUTES: Route[] = [
       return { handle };
     },
     request: (t) => ({ method: 'DELETE', path: `/agents/me/blocks/${enc(t.handle)}` }),
-    twin: (t) => ({ request: { method: 'DELETE', path: `/agents/me/blocks/${enc('@zeta.nobody')}` }, swap: ['@zeta.nobody', t.handle] }),
+    twin: (t) => ({
+      request: { method: 'DELETE', path: `/agents/me/blocks/${enc('@zeta.nobody')}` },
+      swap: ['@zeta.nobody', t.handle],
+    }),
     outcomes: { 'other-agent': NOT_FOUND, owner: WRITES(200) },
   },
 
@@ -572,7 +608,10 @@ const ROUTES: Route[] = [
       request: {
         method: 'POST',
         path: '/schedules',
-        body: { envelope: { to: ['@acme.nobody'], content_parts: [{ type: 'text', text: 'later' }] }, start_at: Date.now() + DAY },
+        body: {
+          envelope: { to: ['@acme.nobody'], content_parts: [{ type: 'text', text: 'later' }] },
+          start_at: Date.now() + DAY,
+        },
       },
     }),
     outcomes: { 'other-agent': NOT_FOUND, owner: WRITES(201) },
@@ -597,19 +636,24 @@ const ROUTES: Route[] = [
     },
     outcomes: { 'other-agent': NOT_FOUND, owner: OK },
   },
-  ...(['PATCH', 'DELETE'] as const).map(
-    (method): Route => ({
-      name: `${method} /schedules/{id}`,
-      kind: 'agent',
-      target: async () => ({ schedule: await scheduled(w.alice, BOB, 'fresh schedule') }),
-      request: (t) => ({ method, path: `/schedules/${t.schedule}`, ...(method === 'PATCH' ? { body: { status: 'paused' } } : {}) }),
-      twin: (t) => {
-        const id = `sch_${ulid()}`;
-        return { request: { method, path: `/schedules/${id}`, ...(method === 'PATCH' ? { body: { status: 'paused' } } : {}) }, swap: [id, t.schedule] };
-      },
-      outcomes: { 'other-agent': NOT_FOUND, owner: WRITES(200) },
+  ...(['PATCH', 'DELETE'] as const).map((method): Route => ({
+    name: `${method} /schedules/{id}`,
+    kind: 'agent',
+    target: async () => ({ schedule: await scheduled(w.alice, BOB, 'fresh schedule') }),
+    request: (t) => ({
+      method,
+      path: `/schedules/${t.schedule}`,
+      ...(method === 'PATCH' ? { body: { status: 'paused' } } : {}),
     }),
-  ),
+    twin: (t) => {
+      const id = `sch_${ulid()}`;
+      return {
+        request: { method, path: `/schedules/${id}`, ...(method === 'PATCH' ? { body: { status: 'paused' } } : {}) },
+        swap: [id, t.schedule],
+      };
+    },
+    outcomes: { 'other-agent': NOT_FOUND, owner: WRITES(200) },
+  })),
 
   // Provisioning (ASMTP.md §1.4, EXTENSIONS.md §5): an organization's admin sees only `@<org>.*`;
   // for another organization's admin, an existing agent is exactly as absent as a missing one.
@@ -619,7 +663,10 @@ const ROUTES: Route[] = [
     target: async () => ({ handle: `@acme.n${++counter}` }),
     request: (t) => ({ method: 'POST', path: '/_admin/agents', body: { handle: t.handle } }),
     // Creating an existing acme agent must not answer 409 AGENT_EXISTS to a stranger.
-    twin: (t) => ({ request: { method: 'POST', path: '/_admin/agents', body: { handle: ALICE } }, swap: [ALICE, t.handle] }),
+    twin: (t) => ({
+      request: { method: 'POST', path: '/_admin/agents', body: { handle: ALICE } },
+      swap: [ALICE, t.handle],
+    }),
     outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': WRITES(201), operator: WRITES(201) },
     check: (_caller, reply, t) => {
       expect(reply.body.handle).toBe(t.handle);
@@ -642,7 +689,10 @@ const ROUTES: Route[] = [
     name: 'GET /_admin/agents/{handle}',
     kind: 'admin',
     request: () => ({ method: 'GET', path: `/_admin/agents/${enc(ALICE)}` }),
-    twin: () => ({ request: { method: 'GET', path: `/_admin/agents/${enc('@acme.nobody')}` }, swap: ['@acme.nobody', ALICE] }),
+    twin: () => ({
+      request: { method: 'GET', path: `/_admin/agents/${enc('@acme.nobody')}` },
+      swap: ['@acme.nobody', ALICE],
+    }),
     outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': OK, operator: OK },
     check: (_caller, reply) => {
       expect(reply.body.handle).toBe(ALICE);
@@ -655,42 +705,42 @@ const ROUTES: Route[] = [
       ['POST', '/rotate-token', undefined, 200],
       ['DELETE', '', undefined, 204],
     ] as const
-  ).map(
-    ([method, suffix, body, status]): Route => ({
-      name: `${method} /_admin/agents/{handle}${suffix}`,
-      kind: 'admin',
-      target: async () => ({ handle: await freshAgent() }),
-      request: (t) => ({ method, path: `/_admin/agents/${enc(t.handle)}${suffix}`, body }),
-      twin: (t) => ({
-        request: { method, path: `/_admin/agents/${enc('@acme.nobody')}${suffix}`, body },
-        swap: ['@acme.nobody', t.handle],
-      }),
-      outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': WRITES(status), operator: WRITES(status) },
-      check: (_caller, reply) => {
-        if (reply.body?.token) rememberToken(reply.body.token);
-      },
+  ).map(([method, suffix, body, status]): Route => ({
+    name: `${method} /_admin/agents/{handle}${suffix}`,
+    kind: 'admin',
+    target: async () => ({ handle: await freshAgent() }),
+    request: (t) => ({ method, path: `/_admin/agents/${enc(t.handle)}${suffix}`, body }),
+    twin: (t) => ({
+      request: { method, path: `/_admin/agents/${enc('@acme.nobody')}${suffix}`, body },
+      swap: ['@acme.nobody', t.handle],
     }),
-  ),
+    outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': WRITES(status), operator: WRITES(status) },
+    check: (_caller, reply) => {
+      if (reply.body?.token) rememberToken(reply.body.token);
+    },
+  })),
 
   // The console's admin routes (docs/console-api.md): scoped like the routes above, and reads that
   // change nothing (the digest of every table, read state included, stays the same).
-  ...['/_admin/whoami', '/_admin/overview'].map(
-    (path): Route => ({
-      name: `GET ${path}`,
-      kind: 'admin',
-      request: () => ({ method: 'GET', path }),
-      outcomes: { 'other-org-admin': OK, 'org-admin': OK, operator: OK },
-      check: (caller, reply) => {
-        if (path === '/_admin/whoami') {
-          expect(reply.body).toEqual(caller === 'operator' ? { scope: 'operator' } : { scope: 'org', org: caller === 'org-admin' ? 'acme' : 'rival' });
-        } else {
-          expect(reply.body.dependencies === null).toBe(caller !== 'operator');
-          const handles = reply.body.largest_mailboxes.map((m: { handle: string }) => m.handle);
-          if (caller === 'org-admin') expect(handles).toContain(ALICE);
-        }
-      },
-    }),
-  ),
+  ...['/_admin/whoami', '/_admin/overview'].map((path): Route => ({
+    name: `GET ${path}`,
+    kind: 'admin',
+    request: () => ({ method: 'GET', path }),
+    outcomes: { 'other-org-admin': OK, 'org-admin': OK, operator: OK },
+    check: (caller, reply) => {
+      if (path === '/_admin/whoami') {
+        expect(reply.body).toEqual(
+          caller === 'operator'
+            ? { scope: 'operator' }
+            : { scope: 'org', org: caller === 'org-admin' ? 'acme' : 'rival' },
+        );
+      } else {
+        expect(reply.body.dependencies === null).toBe(caller !== 'operator');
+        const handles = reply.body.largest_mailboxes.map((m: { handle: string }) => m.handle);
+        if (caller === 'org-admin') expect(handles).toContain(ALICE);
+      }
+    },
+  })),
   ...(
     [
       ['mailbox', () => '/mailbox?direction=both'],
@@ -701,35 +751,49 @@ const ROUTES: Route[] = [
       ['schedules', () => '/schedules'],
       ['events', () => '/events'],
     ] as const
-  ).map(
-    ([suffix, path]): Route => ({
-      name: `GET /_admin/agents/{handle}/${suffix}`,
-      kind: 'admin',
-      stream: suffix === 'events',
-      request: () => ({ method: 'GET', path: `/_admin/agents/${enc(ALICE)}${path()}` }),
-      twin: () => ({ request: { method: 'GET', path: `/_admin/agents/${enc('@acme.nobody')}${path()}` }, swap: ['@acme.nobody', ALICE] }),
-      outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': OK, operator: OK },
-      check: (_caller, reply) => {
-        if (suffix === 'mailbox') expect(reply.body.envelope_headers.map((h: { id: string }) => h.id)).toEqual(expect.arrayContaining([w.e1, w.e2]));
-        if (suffix === 'messages/{id}') expect(reply.body.id).toBe(w.e2);
-        if (suffix === 'events') expect([reply.headers.get('content-type'), reply.text]).toEqual(['text/event-stream; charset=utf-8', ': keepalive\n\n']);
+  ).map(([suffix, path]): Route => ({
+    name: `GET /_admin/agents/{handle}/${suffix}`,
+    kind: 'admin',
+    stream: suffix === 'events',
+    request: () => ({ method: 'GET', path: `/_admin/agents/${enc(ALICE)}${path()}` }),
+    twin: () => ({
+      request: { method: 'GET', path: `/_admin/agents/${enc('@acme.nobody')}${path()}` },
+      swap: ['@acme.nobody', ALICE],
+    }),
+    outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': OK, operator: OK },
+    check: (_caller, reply) => {
+      if (suffix === 'mailbox')
+        expect(reply.body.envelope_headers.map((h: { id: string }) => h.id)).toEqual(
+          expect.arrayContaining([w.e1, w.e2]),
+        );
+      if (suffix === 'messages/{id}') expect(reply.body.id).toBe(w.e2);
+      if (suffix === 'events')
+        expect([reply.headers.get('content-type'), reply.text]).toEqual([
+          'text/event-stream; charset=utf-8',
+          ': keepalive\n\n',
+        ]);
+    },
+  })),
+  ...(['PATCH', 'DELETE'] as const).map((method): Route => ({
+    name: `${method} /_admin/agents/{handle}/schedules/{id}`,
+    kind: 'admin',
+    target: async () => ({ schedule: await scheduled(w.alice, BOB, tag('acmeschedule')) }),
+    request: (t) => ({
+      method,
+      path: `/_admin/agents/${enc(ALICE)}/schedules/${t.schedule}`,
+      ...(method === 'PATCH' ? { body: { paused: true } } : {}),
+    }),
+    twin: (t) => ({
+      request: {
+        method,
+        path: `/_admin/agents/${enc('@acme.nobody')}/schedules/${t.schedule}`,
+        ...(method === 'PATCH' ? { body: { paused: true } } : {}),
       },
+      swap: ['@acme.nobody', ALICE],
     }),
-  ),
-  ...(['PATCH', 'DELETE'] as const).map(
-    (method): Route => ({
-      name: `${method} /_admin/agents/{handle}/schedules/{id}`,
-      kind: 'admin',
-      target: async () => ({ schedule: await scheduled(w.alice, BOB, tag('acmeschedule')) }),
-      request: (t) => ({ method, path: `/_admin/agents/${enc(ALICE)}/schedules/${t.schedule}`, ...(method === 'PATCH' ? { body: { paused: true } } : {}) }),
-      twin: (t) => ({
-        request: { method, path: `/_admin/agents/${enc('@acme.nobody')}/schedules/${t.schedule}`, ...(method === 'PATCH' ? { body: { paused: true } } : {}) },
-        swap: ['@acme.nobody', ALICE],
-      }),
-      outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': WRITES(200), operator: WRITES(200) },
-      check: (_caller, reply) => expect(reply.body.status).toBe(method === 'PATCH' ? 'paused' : 'cancelled'),
-    }),
-  ),
+    outcomes: { 'other-org-admin': NOT_FOUND, 'org-admin': WRITES(200), operator: WRITES(200) },
+    check: (_caller, reply) => expect(reply.body.status).toBe(method === 'PATCH' ? 'paused' : 'cancelled'),
+  })),
 
   // Organizations (EXTENSIONS.md §5): the operator admin token only; "the organization's admin"
   // is the admin of the organization named in the path.
@@ -758,21 +822,24 @@ const ROUTES: Route[] = [
       ['POST', '/rotate-token', undefined, 200],
       ['DELETE', '', undefined, 204],
     ] as const
-  ).map(
-    ([method, suffix, body, status]): Route => ({
-      name: `${method} /_admin/orgs/{name}${suffix}`,
-      kind: 'orgs',
-      target: freshOrg,
-      request: (t) => ({ method, path: `/_admin/orgs/${t.org}${suffix}`, body }),
-      outcomes: { operator: WRITES(status) },
-      check: (_caller, reply) => {
-        if (reply.body?.admin_token) rememberToken(reply.body.admin_token);
-      },
-    }),
-  ),
+  ).map(([method, suffix, body, status]): Route => ({
+    name: `${method} /_admin/orgs/{name}${suffix}`,
+    kind: 'orgs',
+    target: freshOrg,
+    request: (t) => ({ method, path: `/_admin/orgs/${t.org}${suffix}`, body }),
+    outcomes: { operator: WRITES(status) },
+    check: (_caller, reply) => {
+      if (reply.body?.admin_token) rememberToken(reply.body.admin_token);
+    },
+  })),
 
   // WebSocket push (ASMTP.md §6, EXTENSIONS.md §1): run by `runWsCell`.
-  { name: 'WS /connect', kind: 'ws', request: () => ({ method: 'GET', path: '/connect' }), outcomes: { 'other-agent': { status: 101 }, owner: { status: 101 } } },
+  {
+    name: 'WS /connect',
+    kind: 'ws',
+    request: () => ({ method: 'GET', path: '/connect' }),
+    outcomes: { 'other-agent': { status: 101 }, owner: { status: 101 } },
+  },
 ];
 
 /** `/connect`: refusals before the upgrade (header and `?token=`); accepted sockets see only their own frames. */
@@ -787,7 +854,11 @@ async function runWsCell(route: Route, caller: Caller): Promise<void> {
       for (const way of ways) {
         const refused = await refusal(op.url, way);
         statuses.push(refused.status);
-        expect({ what, status: refused.status, code: refused.body?.error?.code }).toEqual({ what, status: outcome.status, code: outcome.code });
+        expect({ what, status: refused.status, code: refused.body?.error?.code }).toEqual({
+          what,
+          status: outcome.status,
+          code: outcome.code,
+        });
         expectNoLeak(caller, exposed(JSON.stringify(refused.body), refused.headers), '', what);
       }
       expect({ what, state: await digests(db) }).toEqual({ what, state: before });
@@ -830,22 +901,38 @@ beforeAll(async () => {
   db = new pg.Pool({ connectionString: op.config.databaseUrl!, max: 2 });
   rememberToken(op.adminToken);
   const org = async (name: string) =>
-    rememberToken((await expectStatus(await op.client.post('/_admin/orgs', { name }, op.adminToken), 201, 'org')).body.admin_token);
+    rememberToken(
+      (await expectStatus(await op.client.post('/_admin/orgs', { name }, op.adminToken), 201, 'org')).body.admin_token,
+    );
   const acmeAdmin = await org('acme');
   const rivalAdmin = await org('rival');
 
   // Revoked credentials: a rotated and a deleted agent, a rotated and a deleted organization.
   const rotatedAgent = rememberToken(await op.agent('@acme.rotated'));
-  const rotation = await op.client.post(`/_admin/agents/${enc('@acme.rotated')}/rotate-token`, undefined, op.adminToken);
+  const rotation = await op.client.post(
+    `/_admin/agents/${enc('@acme.rotated')}/rotate-token`,
+    undefined,
+    op.adminToken,
+  );
   rememberToken((await expectStatus(rotation, 200, 'rotate')).body.token);
   const deletedAgent = rememberToken(await op.agent('@acme.deleted'));
   await expectStatus(await op.client.delete(`/_admin/agents/${enc('@acme.deleted')}`, op.adminToken), 204, 'delete');
   const rotatedOrg = await org('rotated');
-  rememberToken((await expectStatus(await op.client.post('/_admin/orgs/rotated/rotate-token', undefined, op.adminToken), 200, 'rotate')).body.admin_token);
+  rememberToken(
+    (
+      await expectStatus(
+        await op.client.post('/_admin/orgs/rotated/rotate-token', undefined, op.adminToken),
+        200,
+        'rotate',
+      )
+    ).body.admin_token,
+  );
   const deletedOrg = await org('deleted');
   await expectStatus(await op.client.delete('/_admin/orgs/deleted', op.adminToken), 204, 'delete org');
 
-  const alice = rememberToken(await op.agent(ALICE, { policy: 'allowlist', visibility: 'private', card_body: tag('acmecard') }));
+  const alice = rememberToken(
+    await op.agent(ALICE, { policy: 'allowlist', visibility: 'private', card_body: tag('acmecard') }),
+  );
   const bob = rememberToken(await op.agent(BOB));
   const mallory = rememberToken(await op.agent(MALLORY));
   const eve = rememberToken(await op.agent(EVE));
@@ -859,18 +946,39 @@ beforeAll(async () => {
   const note = tag('acmenote');
   const f1 = await uploaded(alice, attachment);
   const f2 = await uploaded(alice, pending);
-  const e1 = await sent(alice, envelope(BOB, { subject: acmeSubject, content_parts: [{ type: 'text', text: acmeText }, { type: 'file', file_id: f1, name: 'a.txt' }] }));
+  const e1 = await sent(
+    alice,
+    envelope(BOB, {
+      subject: acmeSubject,
+      content_parts: [
+        { type: 'text', text: acmeText },
+        { type: 'file', file_id: f1, name: 'a.txt' },
+      ],
+    }),
+  );
   const replySubject = tag('acmereply');
   const replyText = tag('acmereplytext');
-  const e2 = await sent(bob, envelope(ALICE, { subject: replySubject, content_parts: [{ type: 'text', text: replyText }] }));
-  const receipt = (await expectStatus(await op.client.post(`/messages/${e1}/receipts`, { status: 'accepted', note }, bob), 201, 'receipt')).body.id;
+  const e2 = await sent(
+    bob,
+    envelope(ALICE, { subject: replySubject, content_parts: [{ type: 'text', text: replyText }] }),
+  );
+  const receipt = (
+    await expectStatus(
+      await op.client.post(`/messages/${e1}/receipts`, { status: 'accepted', note }, bob),
+      201,
+      'receipt',
+    )
+  ).body.id;
   const scheduleText = tag('acmeschedule');
   const schedule = await scheduled(alice, BOB, scheduleText);
   await expectStatus(await op.client.post('/agents/me/blocks', { handle: '@acme.spammer' }, alice), 201, 'block');
 
   // rival's data.
   const rivalSubject = tag('rivalsubject');
-  const r1 = await sent(mallory, envelope(EVE, { subject: rivalSubject, content_parts: [{ type: 'text', text: tag('rivaltext') }] }));
+  const r1 = await sent(
+    mallory,
+    envelope(EVE, { subject: rivalSubject, content_parts: [{ type: 'text', text: tag('rivaltext') }] }),
+  );
   const rf = await uploaded(mallory, tag('rivalfile'));
   const rs = await scheduled(mallory, EVE, tag('rivalschedule'));
 
@@ -879,7 +987,22 @@ beforeAll(async () => {
   secrets.acme.push(acmeSubject, acmeText, replySubject, replyText, attachment, pending, note, scheduleText, acmeCard);
   secrets.rival.push(MALLORY, EVE, r1, rf, rs, rivalSubject);
 
-  w = { acmeAdmin, rivalAdmin, alice, bob, mallory, eve, revoked: [rotatedAgent, deletedAgent, rotatedOrg, deletedOrg], e1, e2, receipt, f1, f2, schedule, acmeSubject };
+  w = {
+    acmeAdmin,
+    rivalAdmin,
+    alice,
+    bob,
+    mallory,
+    eve,
+    revoked: [rotatedAgent, deletedAgent, rotatedOrg, deletedOrg],
+    e1,
+    e2,
+    receipt,
+    f1,
+    f2,
+    schedule,
+    acmeSubject,
+  };
 });
 
 afterAll(async () => {
@@ -889,7 +1012,10 @@ afterAll(async () => {
     `authorization matrix: ${ROUTES.length} routes × ${PRINCIPALS.length} principals = ${ROUTES.length * PRINCIPALS.length} cells` +
       ` (+ ${ROUTES.length} owner-control cells = ${ROUTES.length * callers.length} tests)`,
     `${'route'.padEnd(width)}  ${callers.map((c) => c.padStart(17)).join('')}`,
-    ...ROUTES.map((route) => `${route.name.padEnd(width)}  ${callers.map((c) => (observed.get(route.name)?.get(c) ?? '-').padStart(17)).join('')}`),
+    ...ROUTES.map(
+      (route) =>
+        `${route.name.padEnd(width)}  ${callers.map((c) => (observed.get(route.name)?.get(c) ?? '-').padStart(17)).join('')}`,
+    ),
   ];
   console.log(lines.join('\n'));
   await db?.end();
@@ -915,7 +1041,8 @@ function controllerRoutes(): string[] {
         const prefix = /^\s*'([^']*)'/.exec(controller)?.[1] ?? '';
         for (const [, method, args] of controller.matchAll(/@(Get|Post|Patch|Delete|Put)\(([^)]*)\)/g)) {
           const paths = [...args.matchAll(/'([^']*)'/g)].map((m) => m[1]);
-          for (const path of paths.length > 0 ? paths : ['']) routes.push(`${method.toUpperCase()} ${prefix}${path}`.replace(/:\w+/g, '*'));
+          for (const path of paths.length > 0 ? paths : [''])
+            routes.push(`${method.toUpperCase()} ${prefix}${path}`.replace(/:\w+/g, '*'));
         }
       }
     }
@@ -924,6 +1051,13 @@ function controllerRoutes(): string[] {
 }
 
 it('the matrix has a row for every controller route and for /connect', () => {
-  const rows = new Set(ROUTES.map((route) => route.name.replace(/ \(.*\)$/, '').replace(/\?.*$/, '').replace(/\{[^}]+\}/g, '*')));
+  const rows = new Set(
+    ROUTES.map((route) =>
+      route.name
+        .replace(/ \(.*\)$/, '')
+        .replace(/\?.*$/, '')
+        .replace(/\{[^}]+\}/g, '*'),
+    ),
+  );
   expect([...rows].sort()).toEqual([...new Set([...controllerRoutes(), 'WS /connect'])].sort());
 });

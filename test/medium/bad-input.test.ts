@@ -16,7 +16,15 @@ jest.setTimeout(60_000);
 const ALICE = '@bad.alice';
 const BOB = '@bad.bob';
 const CAROL = '@bad.carol';
-const SQL_STRINGS = ["'; DROP TABLE agents; --", '%', '_', '\\', "%_\\'", "' OR '1'='1", '"; DELETE FROM envelopes; --'];
+const SQL_STRINGS = [
+  "'; DROP TABLE agents; --",
+  '%',
+  '_',
+  '\\',
+  "%_\\'",
+  "' OR '1'='1",
+  '"; DELETE FROM envelopes; --',
+];
 /** Strings that are valid JSON text and that every string field must carry unchanged. */
 const UNICODE_STRINGS = [
   '🦜 parrot',
@@ -34,7 +42,14 @@ const UNICODE_STRINGS = [
   '</script><script>',
   ...SQL_STRINGS,
 ];
-const WRONG_TYPES: Record<string, unknown> = { number: 1, string: 'x', boolean: true, object: {}, array: [], null: null };
+const WRONG_TYPES: Record<string, unknown> = {
+  number: 1,
+  string: 'x',
+  boolean: true,
+  object: {},
+  array: [],
+  null: null,
+};
 const MiB = 1024 * 1024;
 
 let op: TestOperator;
@@ -72,7 +87,8 @@ async function succeeds(call: () => Promise<Reply>, status: number, delta: Parti
   expect({ status: reply.status, body: reply.status === status ? 'ok' : reply.text }).toEqual({ status, body: 'ok' });
   const after = await counts();
   const expected: Record<string, unknown> = { ...before };
-  for (const [key, value] of Object.entries(delta)) expected[key] = (before[key as keyof Snapshot] as number) + (value as number);
+  for (const [key, value] of Object.entries(delta))
+    expected[key] = (before[key as keyof Snapshot] as number) + (value as number);
   const { agents_digest: _a, mailboxes_digest: _m, ...afterCounts } = after;
   const { agents_digest: _b, mailboxes_digest: _n, ...expectedCounts } = expected;
   expect(afterCounts).toEqual(expectedCounts);
@@ -89,7 +105,13 @@ const message = (fields: Record<string, unknown> = {}) => envelope(BOB, fields);
 
 /** The canonical stored body (ASMTP.md §2.1 key order) that GET /messages/{id} must return byte for byte. */
 function storedText(posted: Record<string, unknown>): string {
-  const stored: Record<string, unknown> = { id: posted.id, from: ALICE, to: posted.to, date_ms: posted.date_ms, content_parts: posted.content_parts };
+  const stored: Record<string, unknown> = {
+    id: posted.id,
+    from: ALICE,
+    to: posted.to,
+    date_ms: posted.date_ms,
+    content_parts: posted.content_parts,
+  };
   for (const key of ['cc', 'subject', 'in_reply_to', 'references', 'monitor']) {
     const value = posted[key];
     if (value === undefined || value === null) continue;
@@ -112,7 +134,11 @@ async function acceptedAndRoundTrips(posted: Record<string, unknown>): Promise<v
 async function uploadText(token: string, text: string): Promise<string> {
   const form = new FormData();
   form.append('file', new Blob([text], { type: 'text/plain' }), 'note.txt');
-  const response = await fetch(`${op.url}/files`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+  const response = await fetch(`${op.url}/files`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+    body: form,
+  });
   const body = (await response.json()) as { id: string };
   if (response.status !== 201) throw new Error(`upload: ${response.status} ${JSON.stringify(body)}`);
   return body.id;
@@ -181,7 +207,12 @@ describe('unparsable and non-object bodies → 400 INVALID_JSON', () => {
   it.each(routes)('%s %s refuses every malformed body', async (method, path, token) => {
     for (const [label, body] of bodies) {
       try {
-        await refused(() => op.client.request(method, path, { token: token(), body, headers: { 'content-type': 'application/json' } }), 400, 'INVALID_JSON');
+        await refused(
+          () =>
+            op.client.request(method, path, { token: token(), body, headers: { 'content-type': 'application/json' } }),
+          400,
+          'INVALID_JSON',
+        );
       } catch (error) {
         throw new Error(`${method} ${path} with ${label}: ${(error as Error).message}`, { cause: error });
       }
@@ -212,7 +243,11 @@ describe('body size (EXTENSIONS.md §7)', () => {
     const big = padded(2 * MiB);
     await refused(() => post('/messages', big, alice), 413, 'PAYLOAD_TOO_LARGE');
     await refused(() => post('/mailbox/read', big, bob), 413, 'PAYLOAD_TOO_LARGE');
-    await refused(() => op.client.request('PATCH', '/agents/me', { token: alice, body: big }), 413, 'PAYLOAD_TOO_LARGE');
+    await refused(
+      () => op.client.request('PATCH', '/agents/me', { token: alice, body: big }),
+      413,
+      'PAYLOAD_TOO_LARGE',
+    );
     await refused(() => post('/_admin/agents', big, admin), 413, 'PAYLOAD_TOO_LARGE');
     // Size is refused before syntax: a 2 MiB body of garbage is still a 413.
     await refused(() => post('/messages', Buffer.alloc(2 * MiB, 0xff), alice), 413, 'PAYLOAD_TOO_LARGE');
@@ -256,11 +291,31 @@ describe('POST /messages: wrong types at every field', () => {
   add('id: NUL', { id: `${ulid().slice(0, 25)}\u0000` }, 'INVALID_ENVELOPE_ID');
   types('to', 'INVALID_REQUEST');
   add('to: missing', { to: undefined }, 'INVALID_REQUEST');
-  for (const element of [1, true, null, {}, [], '', 'bad.bob', '@Bad.bob', '@bad.*', '@bad.bob.x', '@bad.bob\u0000', "@bad.'; DROP TABLE agents; --", '@%.%', '@_._']) {
-    add(`to: [${JSON.stringify(element)}]`, { to: [BOB, element] }, element === '@_._' ? 'NOT_FOUND' : 'INVALID_HANDLE');
+  for (const element of [
+    1,
+    true,
+    null,
+    {},
+    [],
+    '',
+    'bad.bob',
+    '@Bad.bob',
+    '@bad.*',
+    '@bad.bob.x',
+    '@bad.bob\u0000',
+    "@bad.'; DROP TABLE agents; --",
+    '@%.%',
+    '@_._',
+  ]) {
+    add(
+      `to: [${JSON.stringify(element)}]`,
+      { to: [BOB, element] },
+      element === '@_._' ? 'NOT_FOUND' : 'INVALID_HANDLE',
+    );
   }
   types('cc', 'INVALID_REQUEST');
-  for (const element of [1, null, 'x', '@bad.*']) add(`cc: [${JSON.stringify(element)}]`, { cc: [element] }, 'INVALID_HANDLE');
+  for (const element of [1, null, 'x', '@bad.*'])
+    add(`cc: [${JSON.stringify(element)}]`, { cc: [element] }, 'INVALID_HANDLE');
   types('subject', 'INVALID_REQUEST', ['string', 'null']);
   types('in_reply_to', 'INVALID_ENVELOPE_ID');
   types('references', 'INVALID_REQUEST', ['array']);
@@ -269,7 +324,8 @@ describe('POST /messages: wrong types at every field', () => {
   }
   types('date_ms', 'INVALID_REQUEST', ['number']);
   add('date_ms: missing', { date_ms: undefined }, 'INVALID_REQUEST');
-  for (const value of [1.5, -1, 2 ** 53, 1e300, '1700000000000']) add(`date_ms: ${JSON.stringify(value)}`, { date_ms: value }, 'INVALID_REQUEST');
+  for (const value of [1.5, -1, 2 ** 53, 1e300, '1700000000000'])
+    add(`date_ms: ${JSON.stringify(value)}`, { date_ms: value }, 'INVALID_REQUEST');
   types('content_parts', 'INVALID_CONTENT');
   add('content_parts: missing', { content_parts: undefined }, 'INVALID_CONTENT');
   const parts: Array<[string, unknown]> = [
@@ -304,9 +360,18 @@ describe('POST /messages: wrong types at every field', () => {
     ['data string', { type: 'data', data: '{}' }],
     ['data number', { type: 'data', data: 1 }],
   ];
-  for (const [label, part] of parts) add(`content_parts: ${label}`, { content_parts: [{ type: 'text', text: 'ok' }, part] }, 'INVALID_CONTENT');
+  for (const [label, part] of parts)
+    add(`content_parts: ${label}`, { content_parts: [{ type: 'text', text: 'ok' }, part] }, 'INVALID_CONTENT');
   types('monitor', 'INVALID_REQUEST', ['string', 'null']);
-  for (const value of ['x', '', 'mon_', `mon_${'a'.repeat(65)}`, 'mon_a b', "mon_'; DROP TABLE agents; --", 'mon_\u0000']) {
+  for (const value of [
+    'x',
+    '',
+    'mon_',
+    `mon_${'a'.repeat(65)}`,
+    'mon_a b',
+    "mon_'; DROP TABLE agents; --",
+    'mon_\u0000',
+  ]) {
     add(`monitor: ${JSON.stringify(value)}`, { monitor: value }, 'INVALID_MONITOR');
   }
   // A `roost.receipt/v1` data part (EXTENSIONS.md §2) is checked field by field too.
@@ -335,7 +400,11 @@ describe('POST /messages: wrong types at every field', () => {
   add('id and to both bad → id', { id: 'x', to: [1] }, 'INVALID_ENVELOPE_ID');
   add('date_ms and content_parts both bad → date_ms', { date_ms: 'x', content_parts: [] }, 'INVALID_REQUEST');
   add('content_parts and monitor both bad → content', { content_parts: [{}], monitor: 'x' }, 'INVALID_CONTENT');
-  add('monitor and references both bad → monitor', { monitor: 'x', in_reply_to: ulid(), references: [ulid()] }, 'INVALID_MONITOR');
+  add(
+    'monitor and references both bad → monitor',
+    { monitor: 'x', in_reply_to: ulid(), references: [ulid()] },
+    'INVALID_MONITOR',
+  );
 
   it.each(cases)('%s → %s', async (_label, fields, code) => {
     await refused(() => send(message(fields)), code === 'NOT_FOUND' ? 404 : 400, code);
@@ -361,17 +430,32 @@ describe('POST /messages: file_id claims are all-or-nothing', () => {
   });
 
   it("a valid file_id next to a bad one is not claimed, nor is another agent's", async () => {
-    await refused(() => send(message({ content_parts: [filePart(pendingFileId), filePart(`file_${ulid()}`)] })), 400, 'INVALID_FILE');
+    await refused(
+      () => send(message({ content_parts: [filePart(pendingFileId), filePart(`file_${ulid()}`)] })),
+      400,
+      'INVALID_FILE',
+    );
     await refused(() => send(message({ content_parts: [filePart(pendingFileId)] }), carol), 400, 'INVALID_FILE');
-    await refused(() => send(message({ content_parts: [filePart(pendingFileId)], monitor: 'bad' })), 400, 'INVALID_MONITOR');
-    await refused(() => send(message({ to: ['@bad.nobody'], content_parts: [filePart(pendingFileId)] })), 404, 'NOT_FOUND');
+    await refused(
+      () => send(message({ content_parts: [filePart(pendingFileId)], monitor: 'bad' })),
+      400,
+      'INVALID_MONITOR',
+    );
+    await refused(
+      () => send(message({ to: ['@bad.nobody'], content_parts: [filePart(pendingFileId)] })),
+      404,
+      'NOT_FOUND',
+    );
   });
 });
 
 describe('deep nesting', () => {
   it('100k nested arrays inside a data part → a precise 400, nothing stored', async () => {
     const posted = message();
-    const text = JSON.stringify({ ...posted, content_parts: [{ type: 'data', data: { deep: '@@' } }] }).replace('"@@"', nestedArrays(100_000));
+    const text = JSON.stringify({ ...posted, content_parts: [{ type: 'data', data: { deep: '@@' } }] }).replace(
+      '"@@"',
+      nestedArrays(100_000),
+    );
     await refused(() => post('/messages', text, alice), 400, 'INVALID_JSON');
     const objects = JSON.stringify({ ...posted, content_parts: [{ type: 'data', data: { deep: '@@' } }] }).replace(
       '"@@"',
@@ -383,7 +467,10 @@ describe('deep nesting', () => {
   it('deep nesting in an ignored field, or in a subject of the wrong type, is refused too', async () => {
     const text = JSON.stringify({ ...message(), junk: '@@' }).replace('"@@"', nestedArrays(100_000));
     await refused(() => post('/messages', text, alice), 400, 'INVALID_JSON');
-    const admin100k = JSON.stringify({ handle: '@bad.deep', display_name: '@@' }).replace('"@@"', nestedArrays(100_000));
+    const admin100k = JSON.stringify({ handle: '@bad.deep', display_name: '@@' }).replace(
+      '"@@"',
+      nestedArrays(100_000),
+    );
     await refused(() => post('/_admin/agents', admin100k, admin), 400, 'INVALID_JSON');
   });
 
@@ -410,25 +497,32 @@ describe('deep nesting', () => {
 });
 
 describe('unicode and SQL metacharacters in envelope strings are accepted and round-trip byte-exact', () => {
-  it.each(UNICODE_STRINGS.map((s) => [JSON.stringify(s), s]))('%s in subject, text, data key and value, part extras', async (_label, value) => {
-    const posted = message({
-      subject: value,
-      content_parts: [
-        { type: 'text', text: value },
-        { type: 'data', data: { [value]: value, nested: [value, { v: value }] }, schema: value },
-        { type: 'file', url: `https://files.example/${value}`, name: value, mime_type: value },
-      ],
-    });
-    await acceptedAndRoundTrips(posted);
-    const page = await op.client.get(`/mailbox?order=desc&limit=1`, bob);
-    expect(page.body.envelope_headers[0].id).toBe(posted.id);
-    expect(page.body.envelope_headers[0].subject).toBe(value);
-  });
+  it.each(UNICODE_STRINGS.map((s) => [JSON.stringify(s), s]))(
+    '%s in subject, text, data key and value, part extras',
+    async (_label, value) => {
+      const posted = message({
+        subject: value,
+        content_parts: [
+          { type: 'text', text: value },
+          { type: 'data', data: { [value]: value, nested: [value, { v: value }] }, schema: value },
+          { type: 'file', url: `https://files.example/${value}`, name: value, mime_type: value },
+        ],
+      });
+      await acceptedAndRoundTrips(posted);
+      const page = await op.client.get(`/mailbox?order=desc&limit=1`, bob);
+      expect(page.body.envelope_headers[0].id).toBe(posted.id);
+      expect(page.body.envelope_headers[0].subject).toBe(value);
+    },
+  );
 
   it('null optionals count as absent; unknown top-level fields are dropped; [] references dropped', async () => {
     await acceptedAndRoundTrips(message({ subject: null, monitor: null }));
-    await acceptedAndRoundTrips(message({ references: [], created_at: 1, received_ms: null, from_: ALICE, "'; DROP TABLE envelopes; --": 1 }));
-    await acceptedAndRoundTrips(message({ content_parts: [{ type: 'text', text: 'x', mime_type: null, extra: { a: null } }] }));
+    await acceptedAndRoundTrips(
+      message({ references: [], created_at: 1, received_ms: null, from_: ALICE, "'; DROP TABLE envelopes; --": 1 }),
+    );
+    await acceptedAndRoundTrips(
+      message({ content_parts: [{ type: 'text', text: 'x', mime_type: null, extra: { a: null } }] }),
+    );
   });
 
   it('raw (unescaped) UTF-8 emoji bytes in the body round-trip', async () => {
@@ -459,7 +553,20 @@ describe('search and paths with SQL metacharacters', () => {
   });
 
   it('every search route answers 200 (never 500) to metacharacters, NUL and lone surrogates, changing nothing', async () => {
-    const queries = [...SQL_STRINGS.filter((q) => q.length >= 2), '%%', '__', '\\\\', 'a\u0000b', '\u0000\u0000', '🦜🦜', '\ud800x', ':*', '!(a|b)&c', "o'neil", 'x'.repeat(100)];
+    const queries = [
+      ...SQL_STRINGS.filter((q) => q.length >= 2),
+      '%%',
+      '__',
+      '\\\\',
+      'a\u0000b',
+      '\u0000\u0000',
+      '🦜🦜',
+      '\ud800x',
+      ':*',
+      '!(a|b)&c',
+      "o'neil",
+      'x'.repeat(100),
+    ];
     for (const route of ['/search', '/search/agents', '/search/messages']) {
       for (const q of queries) {
         const before = await counts();
@@ -471,7 +578,14 @@ describe('search and paths with SQL metacharacters', () => {
   });
 
   it('a lone surrogate or NUL percent-encoded in a query, and odd cursors, never 500', async () => {
-    for (const query of ['q=%ED%A0%80x', 'q=ab%00', 'q=%E0%A4%A', 'q=ab&cursor=AA', `q=ab&cursor=${Buffer.from("'\u0000'").toString('base64url')}`, 'q=ab&cursor=%00%00']) {
+    for (const query of [
+      'q=%ED%A0%80x',
+      'q=ab%00',
+      'q=%E0%A4%A',
+      'q=ab&cursor=AA',
+      `q=ab&cursor=${Buffer.from("'\u0000'").toString('base64url')}`,
+      'q=ab&cursor=%00%00',
+    ]) {
       const reply = await op.client.get(`/search/agents?${query}`, alice);
       expect({ query, status: reply.status }).toEqual({ query, status: 200 });
     }
@@ -518,7 +632,13 @@ describe('search and paths with SQL metacharacters', () => {
   for (const s of ['%ED%A0%80', '%E0%A4%A', '%ZZ']) {
     paths.push(['GET', `/messages?ids=${s}`, 400, 'INVALID_ENVELOPE_ID', () => bob]);
     paths.push(['GET', `/mailbox?limit=${s}`, 400, 'INVALID_QUERY', () => bob]);
-    paths.push(['GET', `/mailbox?after_created_at=${s}&after_envelope_id=01ARZ3NDEKTSV4RRFFQ69G5FAV`, 400, 'INVALID_QUERY', () => bob]);
+    paths.push([
+      'GET',
+      `/mailbox?after_created_at=${s}&after_envelope_id=01ARZ3NDEKTSV4RRFFQ69G5FAV`,
+      400,
+      'INVALID_QUERY',
+      () => bob,
+    ]);
     paths.push(['GET', `/agents/me/blocks?cursor=${s}`, 400, 'INVALID_CURSOR', () => alice]);
   }
   it.each(paths)('%s %s → %i %s', async (method, path, status, code, token) => {
@@ -557,31 +677,79 @@ describe('admin bodies: wrong types at every field', () => {
   add('content_guard', [1, true, {}, [], 'x'], 'INVALID_CONTENT_GUARD');
   add('retention_days', ['1', true, {}, [], 0, -1, 1.5, 36501, 1e300], 'INVALID_RETENTION');
 
-  it.each(fieldCases.map(([f, v, c]) => [f, JSON.stringify(v), v, c]))('create with %s: %s → %s', async (field, _label, value, code) => {
-    await refused(() => post('/_admin/agents', { handle: '@bad.newcomer', [field]: value }, admin), 400, code);
-  });
-
-  it.each(fieldCases.map(([f, v, c]) => [f, JSON.stringify(v), v, c]))('patch with %s: %s → %s', async (field, _label, value, code) => {
-    await refused(() => op.client.patch(`/_admin/agents/${enc(CAROL)}`, { [field]: value }, admin), 400, code);
-  });
-
-  it.each([undefined, null, 1, true, {}, [], '', 'bad', '@bad', '@Bad.x', '@a.b.c', '@bad.*', '@bad.x ', ' @bad.x', '@bad.\u0000', "@bad.'; DROP TABLE agents; --", '@%.%', '@bad.🦜'].map((v) => [JSON.stringify(v) ?? 'missing', v]))(
-    'create with handle %s → INVALID_HANDLE',
-    async (_label, handle) => {
-      await refused(() => post('/_admin/agents', handle === undefined ? {} : { handle }, admin), 400, 'INVALID_HANDLE');
+  it.each(fieldCases.map(([f, v, c]) => [f, JSON.stringify(v), v, c]))(
+    'create with %s: %s → %s',
+    async (field, _label, value, code) => {
+      await refused(() => post('/_admin/agents', { handle: '@bad.newcomer', [field]: value }, admin), 400, code);
     },
   );
 
+  it.each(fieldCases.map(([f, v, c]) => [f, JSON.stringify(v), v, c]))(
+    'patch with %s: %s → %s',
+    async (field, _label, value, code) => {
+      await refused(() => op.client.patch(`/_admin/agents/${enc(CAROL)}`, { [field]: value }, admin), 400, code);
+    },
+  );
+
+  it.each(
+    [
+      undefined,
+      null,
+      1,
+      true,
+      {},
+      [],
+      '',
+      'bad',
+      '@bad',
+      '@Bad.x',
+      '@a.b.c',
+      '@bad.*',
+      '@bad.x ',
+      ' @bad.x',
+      '@bad.\u0000',
+      "@bad.'; DROP TABLE agents; --",
+      '@%.%',
+      '@bad.🦜',
+    ].map((v) => [JSON.stringify(v) ?? 'missing', v]),
+  )('create with handle %s → INVALID_HANDLE', async (_label, handle) => {
+    await refused(() => post('/_admin/agents', handle === undefined ? {} : { handle }, admin), 400, 'INVALID_HANDLE');
+  });
+
   it('field order: handle before policy before display_name; a valid field before a bad one still changes nothing', async () => {
-    await refused(() => post('/_admin/agents', { handle: 'x', policy: 'x', display_name: '' }, admin), 400, 'INVALID_HANDLE');
-    await refused(() => post('/_admin/agents', { handle: '@bad.n2', policy: 'x', display_name: '' }, admin), 400, 'INVALID_POLICY');
-    await refused(() => op.client.patch(`/_admin/agents/${enc(CAROL)}`, { display_name: 'Renamed', visibility: 'x' }, admin), 400, 'INVALID_VISIBILITY');
+    await refused(
+      () => post('/_admin/agents', { handle: 'x', policy: 'x', display_name: '' }, admin),
+      400,
+      'INVALID_HANDLE',
+    );
+    await refused(
+      () => post('/_admin/agents', { handle: '@bad.n2', policy: 'x', display_name: '' }, admin),
+      400,
+      'INVALID_POLICY',
+    );
+    await refused(
+      () => op.client.patch(`/_admin/agents/${enc(CAROL)}`, { display_name: 'Renamed', visibility: 'x' }, admin),
+      400,
+      'INVALID_VISIBILITY',
+    );
   });
 
   it('path checks come before body checks: bad handle → 400, unknown agent → 404, then the body', async () => {
-    await refused(() => op.client.request('PATCH', '/_admin/agents/bad', { token: admin, body: '{' }), 400, 'INVALID_HANDLE');
-    await refused(() => op.client.request('PATCH', `/_admin/agents/${enc('@bad.nobody')}`, { token: admin, body: '{' }), 404, 'NOT_FOUND');
-    await refused(() => op.client.request('PATCH', `/_admin/agents/${enc(CAROL)}`, { token: admin, body: '[]' }), 400, 'INVALID_JSON');
+    await refused(
+      () => op.client.request('PATCH', '/_admin/agents/bad', { token: admin, body: '{' }),
+      400,
+      'INVALID_HANDLE',
+    );
+    await refused(
+      () => op.client.request('PATCH', `/_admin/agents/${enc('@bad.nobody')}`, { token: admin, body: '{' }),
+      404,
+      'NOT_FOUND',
+    );
+    await refused(
+      () => op.client.request('PATCH', `/_admin/agents/${enc(CAROL)}`, { token: admin, body: '[]' }),
+      400,
+      'INVALID_JSON',
+    );
   });
 
   it('an existing handle → 409 AGENT_EXISTS; no bearer or an agent bearer → 401', async () => {
@@ -592,15 +760,32 @@ describe('admin bodies: wrong types at every field', () => {
 
   it('nulls where allowed, unicode and SQL text are stored and read back exactly', async () => {
     const fields = { policy: null, description: null, card_body: null, content_guard: null, retention_days: null };
-    const created = await succeeds(() => post('/_admin/agents', { handle: '@bad.nulls', ...fields }, admin), 201, { agents: 1 });
-    expect(created.body).toMatchObject({ policy: 'allowlist', description: null, card_body: null, visibility: 'private' });
-    for (const [i, value] of ['🦜 Parrot', "'; DROP TABLE agents; --", '%_\\', '\u2028\ufeff\uffff', '\u{10ffff}'].entries()) {
+    const created = await succeeds(() => post('/_admin/agents', { handle: '@bad.nulls', ...fields }, admin), 201, {
+      agents: 1,
+    });
+    expect(created.body).toMatchObject({
+      policy: 'allowlist',
+      description: null,
+      card_body: null,
+      visibility: 'private',
+    });
+    for (const [i, value] of [
+      '🦜 Parrot',
+      "'; DROP TABLE agents; --",
+      '%_\\',
+      '\u2028\ufeff\uffff',
+      '\u{10ffff}',
+    ].entries()) {
       const handle = `@bad.text${i}`;
       const body = { handle, display_name: value, description: value, card_body: value };
       await succeeds(() => post('/_admin/agents', body, admin), 201, { agents: 1 });
       const shown = await op.client.get(`/_admin/agents/${enc(handle)}`, admin);
       expect(shown.body).toMatchObject({ display_name: value, description: value, card_body: value });
-      const patched = await op.client.patch(`/_admin/agents/${enc(handle)}`, { display_name: `${value}!`, description: null }, admin);
+      const patched = await op.client.patch(
+        `/_admin/agents/${enc(handle)}`,
+        { display_name: `${value}!`, description: null },
+        admin,
+      );
       expect(patched.body).toMatchObject({ display_name: `${value}!`, description: null, card_body: value });
     }
   });
@@ -645,19 +830,33 @@ describe('self, allowlist, blocks and mailbox-read bodies: wrong types at every 
     ['description', [1, true, {}, [], 'a\u0000', '\udfff'], 'INVALID_DESCRIPTION'],
     ['card_body', [1, true, {}, [], '\u0000\u0000', '\ud800\ud800'], 'INVALID_CARD_BODY'],
   ] as const)('PATCH /agents/me %s', async (field, values, code) => {
-    for (const value of values) await refused(() => op.client.patch('/agents/me', { [field]: value }, alice), 400, code);
+    for (const value of values)
+      await refused(() => op.client.patch('/agents/me', { [field]: value }, alice), 400, code);
   });
 
   it('PATCH /agents/me with no recognised field → INVALID_UPDATE; ignored keys are not applied', async () => {
-    for (const body of [{}, { visibility: 'public' }, { skills: null, policy: 'allowlist', handle: CAROL }, { "'; DROP TABLE agents; --": 1 }]) {
+    for (const body of [
+      {},
+      { visibility: 'public' },
+      { skills: null, policy: 'allowlist', handle: CAROL },
+      { "'; DROP TABLE agents; --": 1 },
+    ]) {
       await refused(() => op.client.patch('/agents/me', body, alice), 400, 'INVALID_UPDATE');
     }
-    await refused(() => op.client.patch('/agents/me', { display_name: 'ok', description: 5 }, alice), 400, 'INVALID_DESCRIPTION');
+    await refused(
+      () => op.client.patch('/agents/me', { display_name: 'ok', description: 5 }, alice),
+      400,
+      'INVALID_DESCRIPTION',
+    );
   });
 
   it('PATCH /agents/me stores unicode and SQL text exactly', async () => {
     for (const value of ['🦜', "'; DROP TABLE agents; --", '%_\\', '\u{10ffff}e\u0301']) {
-      const reply = await op.client.patch('/agents/me', { display_name: value, description: value, card_body: null }, carol);
+      const reply = await op.client.patch(
+        '/agents/me',
+        { display_name: value, description: value, card_body: null },
+        carol,
+      );
       expect(reply.status).toBe(200);
       expect(reply.body).toMatchObject({ display_name: value, description: value, card_body: null });
       expect((await op.client.get('/agents/me', carol)).body.display_name).toBe(value);
@@ -722,7 +921,11 @@ describe('self, allowlist, blocks and mailbox-read bodies: wrong types at every 
 
   it('POST /mailbox/read with one malformed id among valid ones marks nothing', async () => {
     await refused(() => post('/mailbox/read', { ids: [unreadId, 'x'] }, bob), 400, 'INVALID_ENVELOPE_ID');
-    await refused(() => post('/mailbox/read', { ids: [unreadId, unreadId.toLowerCase()] }, bob), 400, 'INVALID_ENVELOPE_ID');
+    await refused(
+      () => post('/mailbox/read', { ids: [unreadId, unreadId.toLowerCase()] }, bob),
+      400,
+      'INVALID_ENVELOPE_ID',
+    );
     const unread = await op.client.get('/mailbox?unread=true&limit=1000', bob);
     expect((unread.body.envelope_headers as Array<{ id: string }>).map((h) => h.id)).toContain(unreadId);
   });

@@ -34,7 +34,10 @@ class Feed {
 
   static async open(url: string, token: string): Promise<{ feed: Feed; response: Response }> {
     const feed = new Feed();
-    const response = await fetch(url, { headers: { authorization: `Bearer ${token}` }, signal: feed.controller.signal });
+    const response = await fetch(url, {
+      headers: { authorization: `Bearer ${token}` },
+      signal: feed.controller.signal,
+    });
     if (response.ok && response.body) void feed.pump(response.body);
     return { feed, response };
   }
@@ -110,7 +113,8 @@ describe.each([
 
   beforeAll(async () => {
     op = await startOperator({ redis });
-    const org = async (name: string) => (await op.client.post('/_admin/orgs', { name }, op.adminToken)).body.admin_token as string;
+    const org = async (name: string) =>
+      (await op.client.post('/_admin/orgs', { name }, op.adminToken)).body.admin_token as string;
     acmeAdmin = await org('acme');
     rivalAdmin = await org('rival');
     alice = await op.agent(ALICE, { display_name: 'Alice Wonder' });
@@ -138,7 +142,8 @@ describe.each([
     const many = Array.from({ length: 12 }, (_, i) => `@acme.p${String(i).padStart(2, '0')}`);
 
     beforeAll(async () => {
-      for (const handle of many) await op.agent(handle, { display_name: handle.endsWith('7') ? 'Special 50%_off' : 'plain' });
+      for (const handle of many)
+        await op.agent(handle, { display_name: handle.endsWith('7') ? 'Special 50%_off' : 'plain' });
     });
 
     it('keeps the reference shape when no console parameter is given', async () => {
@@ -195,7 +200,11 @@ describe.each([
     it('a bad query is 400 INVALID_QUERY with the ASMTP body', async () => {
       for (const query of ['limit=0', 'limit=201', 'after=nobody', 'include=everything', 'q=a%00b']) {
         const reply = await op.client.get(`/_admin/agents?${query}`, op.adminToken);
-        expect([query, reply.status, reply.body]).toEqual([query, 400, { error: { code: 'INVALID_QUERY', message: expect.any(String) } }]);
+        expect([query, reply.status, reply.body]).toEqual([
+          query,
+          400,
+          { error: { code: 'INVALID_QUERY', message: expect.any(String) } },
+        ]);
       }
     });
   });
@@ -209,14 +218,37 @@ describe.each([
     beforeAll(async () => {
       const up = await op.client.request('POST', '/files', { token: bob, ...upload('attached bytes') });
       fileId = up.body.id;
-      e1 = (await op.client.post('/messages', envelope(ALICE, { subject: 'first', content_parts: [{ type: 'text', text: 'one' }, { type: 'file', file_id: fileId, name: 'n.txt' }] }), bob)).body.id;
+      e1 = (
+        await op.client.post(
+          '/messages',
+          envelope(ALICE, {
+            subject: 'first',
+            content_parts: [
+              { type: 'text', text: 'one' },
+              { type: 'file', file_id: fileId, name: 'n.txt' },
+            ],
+          }),
+          bob,
+        )
+      ).body.id;
       e2 = (await op.client.post('/messages', envelope(ALICE, { subject: 'second' }), bob)).body.id;
       expect((await op.client.post(`/messages/${e1}/receipts`, { status: 'accepted' }, alice)).status).toBe(201);
-      schedule = (await op.client.post('/schedules', { envelope: { to: [ALICE], content_parts: [{ type: 'text', text: 'later' }] }, start_at: Date.now() + 86_400_000 }, bob)).body.id;
+      schedule = (
+        await op.client.post(
+          '/schedules',
+          {
+            envelope: { to: [ALICE], content_parts: [{ type: 'text', text: 'later' }] },
+            start_at: Date.now() + 86_400_000,
+          },
+          bob,
+        )
+      ).body.id;
     });
 
     const unreadIds = async () =>
-      (await op.client.get('/mailbox?unread=true&limit=1000', alice)).body.envelope_headers.map((h: { id: string }) => h.id);
+      (await op.client.get('/mailbox?unread=true&limit=1000', alice)).body.envelope_headers.map(
+        (h: { id: string }) => h.id,
+      );
 
     it('mailbox and message answer as the agent’s own routes, and the agent still sees both unread', async () => {
       for (const query of ['', '?direction=both&order=desc&limit=1', '?unread=true']) {
@@ -247,7 +279,11 @@ describe.each([
       for (const [adminPath, ownPath, token] of pairs) {
         const own = await op.client.get(ownPath, token);
         const admin = await op.client.get(adminPath, acmeAdmin);
-        expect({ adminPath, status: admin.status, body: admin.body }).toEqual({ adminPath, status: 200, body: own.body });
+        expect({ adminPath, status: admin.status, body: admin.body }).toEqual({
+          adminPath,
+          status: 200,
+          body: own.body,
+        });
       }
       const file = await op.client.get(`/_admin/agents/${enc(ALICE)}/files/${fileId}`, acmeAdmin);
       expect([file.status, file.text, file.headers.get('content-type')]).toEqual([200, 'attached bytes', 'text/plain']);
@@ -265,7 +301,9 @@ describe.each([
       expect((await op.client.delete(path, acmeAdmin)).body.status).toBe('cancelled');
       expect((await op.client.get(`/schedules/${schedule}`, bob)).body.status).toBe('cancelled');
       // Not the agent's schedule: the agent route's 404.
-      expect((await op.client.delete(`/_admin/agents/${enc(ALICE)}/schedules/${schedule}`, acmeAdmin)).status).toBe(404);
+      expect((await op.client.delete(`/_admin/agents/${enc(ALICE)}/schedules/${schedule}`, acmeAdmin)).status).toBe(
+        404,
+      );
     });
 
     it('another organization’s token gets the 404 of an agent that does not exist; bad input 400; no token 401', async () => {
@@ -285,7 +323,11 @@ describe.each([
         const body = method === 'PATCH' ? { paused: true } : undefined;
         const refused = await op.client.request(method, path, { token: rivalAdmin, body });
         const twin = await op.client.request(method, missing[i][1], { token: rivalAdmin, body });
-        expect({ path, status: refused.status, text: refused.text.replace(ALICE, '@acme.nobody') }).toEqual({ path, status: 404, text: twin.text });
+        expect({ path, status: refused.status, text: refused.text.replace(ALICE, '@acme.nobody') }).toEqual({
+          path,
+          status: 404,
+          text: twin.text,
+        });
         expect(refused.body.error.code).toBe('NOT_FOUND');
         const anonymous = await op.client.request(method, path, { body });
         expect([path, anonymous.status, anonymous.body.error.code]).toEqual([path, 401, 'UNAUTHORIZED']);
@@ -333,7 +375,8 @@ describe.each([
         await feed.until(() => feed.text.startsWith(': keepalive\n\n'), 5_000, 'the first comment');
         const toBob = (await op.client.post('/messages', envelope(BOB, { subject: 'not for alice' }), mallory)).body.id;
         const ids: string[] = [];
-        for (let i = 0; i < 3; i++) ids.push((await op.client.post('/messages', envelope(ALICE, { subject: `live ${i}` }), bob)).body.id);
+        for (let i = 0; i < 3; i++)
+          ids.push((await op.client.post('/messages', envelope(ALICE, { subject: `live ${i}` }), bob)).body.id);
         await feed.until(() => feed.headers.length >= 3, 10_000, 'three header events');
         await socket.until(() => ids.every((id) => socket.ids.includes(id)), 10_000, 'the socket frames');
         const pushed = socket.raw.filter((text) => ids.some((id) => text.includes(id)));
@@ -359,7 +402,8 @@ describe.each([
         await feed.until(() => feed.headers.length >= start + 2, 10_000, 'both headers');
         expect(feed.headers.slice(start).map((h) => JSON.parse(h).id)).toEqual([lost, next]);
         publish.mockImplementationOnce(async () => undefined);
-        const quiet = (await op.client.post('/messages', envelope(ALICE, { subject: 'lost, then resync' }), bob)).body.id;
+        const quiet = (await op.client.post('/messages', envelope(ALICE, { subject: 'lost, then resync' }), bob)).body
+          .id;
         events().onResync();
         await feed.until(() => feed.headers.length >= start + 3, 10_000, 'the header read on resync');
         expect(feed.headers.slice(start).map((h) => JSON.parse(h).id)).toEqual([lost, next, quiet]);
@@ -413,8 +457,12 @@ describe.each([
       if (redis) {
         expect(reply.body.embedded).toBe(false);
         expect(reply.body.backlogs.streams).toHaveLength(op.config.streams.partitions);
-        expect(reply.body.backlogs.streams.reduce((sum: number, s: { length: number }) => sum + s.length, 0)).toBeGreaterThan(0);
-        expect(reply.body.backlogs.queues).toEqual([{ queue: 'roost-jobs', waiting: expect.any(Number), delayed: expect.any(Number), failed: expect.any(Number) }]);
+        expect(
+          reply.body.backlogs.streams.reduce((sum: number, s: { length: number }) => sum + s.length, 0),
+        ).toBeGreaterThan(0);
+        expect(reply.body.backlogs.queues).toEqual([
+          { queue: 'roost-jobs', waiting: expect.any(Number), delayed: expect.any(Number), failed: expect.any(Number) },
+        ]);
       } else {
         expect(reply.body.embedded).toBe(true);
         expect(reply.body.backlogs).toEqual({ streams: [], queues: [] });
@@ -426,7 +474,8 @@ describe.each([
 
     it('an organization token sees its own traffic and mailboxes only, no dependencies or backlogs', async () => {
       const rivalBefore = await op.client.get('/_admin/overview', rivalAdmin);
-      const total = (body: { traffic: Array<{ envelopes: number }> }) => body.traffic.reduce((sum, m) => sum + m.envelopes, 0);
+      const total = (body: { traffic: Array<{ envelopes: number }> }) =>
+        body.traffic.reduce((sum, m) => sum + m.envelopes, 0);
       await op.client.post('/messages', envelope(ALICE, {}), bob); // acme traffic
       const rival = await op.client.get('/_admin/overview', rivalAdmin);
       expect(rival.body.dependencies).toBeNull();
@@ -457,9 +506,12 @@ describe('the live feed on an api-only node', () => {
       const { feed } = await Feed.open(`${api.url}/_admin/agents/${enc(ALICE)}/events`, api.adminToken);
       try {
         await feed.until(() => feed.text.length > 0, 5_000, 'the first comment');
-        const id = (await accepting.client.post('/messages', envelope(ALICE, { subject: 'across nodes' }), bob)).body.id;
+        const id = (await accepting.client.post('/messages', envelope(ALICE, { subject: 'across nodes' }), bob)).body
+          .id;
         await feed.until(() => feed.headers.length === 1, 10_000, 'the header from the other node');
-        expect(JSON.parse(feed.headers[0])).toEqual(expect.objectContaining({ op: 'envelope.notify', id, subject: 'across nodes' }));
+        expect(JSON.parse(feed.headers[0])).toEqual(
+          expect.objectContaining({ op: 'envelope.notify', id, subject: 'across nodes' }),
+        );
       } finally {
         feed.abort();
       }
@@ -493,28 +545,54 @@ describe('admin read log lines', () => {
     const lines: Array<Record<string, unknown>> = [];
     const sink = new Writable({
       write(chunk: Buffer, _encoding, done) {
-        for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) lines.push(JSON.parse(line) as Record<string, unknown>);
+        for (const line of chunk.toString('utf8').split('\n'))
+          if (line.trim()) lines.push(JSON.parse(line) as Record<string, unknown>);
         done();
       },
     });
     const database = await createTestDatabase();
     const adminToken = `admin-${ulid()}`;
-    const config = loadConfig({ DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'info', ROOST_RATE_LIMIT_PER_S: '0', PORT: '0', ROOST_METRICS_PORT: '0' });
+    const config = loadConfig({
+      DATABASE_URL: database.url,
+      ROOST_ADMIN_TOKEN: adminToken,
+      ROOST_LOG_LEVEL: 'info',
+      ROOST_RATE_LIMIT_PER_S: '0',
+      PORT: '0',
+      ROOST_METRICS_PORT: '0',
+    });
     const { app } = await buildRoostApp(config, createLogger(config, sink));
     try {
       await app.listen({ port: 0, host: '127.0.0.1' });
       const client = new TestClient(`http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`);
       const orgToken = (await client.post('/_admin/orgs', { name: 'logs' }, adminToken)).body.admin_token as string;
       expect((await client.post('/_admin/agents', { handle: '@logs.alice' }, adminToken)).status).toBe(201);
-      const read = await client.request('GET', `/_admin/agents/${enc('@logs.alice')}/mailbox`, { token: orgToken, headers: { 'x-request-id': 'admin-read-1' } });
+      const read = await client.request('GET', `/_admin/agents/${enc('@logs.alice')}/mailbox`, {
+        token: orgToken,
+        headers: { 'x-request-id': 'admin-read-1' },
+      });
       expect(read.status).toBe(200);
-      await client.request('GET', `/_admin/agents/${enc('@logs.alice')}/schedules`, { token: adminToken, headers: { 'x-request-id': 'admin-read-2' } });
+      await client.request('GET', `/_admin/agents/${enc('@logs.alice')}/schedules`, {
+        token: adminToken,
+        headers: { 'x-request-id': 'admin-read-2' },
+      });
       await until(() => lines.some((line) => line.req_id === 'admin-read-2'), 5_000, 'the access lines');
       expect(lines.find((line) => line.req_id === 'admin-read-1')).toEqual(
-        expect.objectContaining({ level: 'info', msg: 'request', admin: 'org:logs', target: '@logs.alice', route: '/_admin/agents/:handle/mailbox', status: 200 }),
+        expect.objectContaining({
+          level: 'info',
+          msg: 'request',
+          admin: 'org:logs',
+          target: '@logs.alice',
+          route: '/_admin/agents/:handle/mailbox',
+          status: 200,
+        }),
       );
       expect(lines.find((line) => line.req_id === 'admin-read-2')).toEqual(
-        expect.objectContaining({ level: 'info', admin: 'operator', target: '@logs.alice', route: '/_admin/agents/:handle/schedules' }),
+        expect.objectContaining({
+          level: 'info',
+          admin: 'operator',
+          target: '@logs.alice',
+          route: '/_admin/agents/:handle/schedules',
+        }),
       );
       expect(JSON.stringify(lines)).not.toContain(orgToken);
     } finally {

@@ -27,7 +27,8 @@ function open(options: { pooler?: 'none' | 'transaction'; preparedStatements?: b
   return db;
 }
 
-const timeout = async (db: Database) => (await sql<{ statement_timeout: string }>`show statement_timeout`.execute(db.db)).rows[0].statement_timeout;
+const timeout = async (db: Database) =>
+  (await sql<{ statement_timeout: string }>`show statement_timeout`.execute(db.db)).rows[0].statement_timeout;
 const statements = (db: Database) =>
   db.withSession(async (session) => {
     await session.prepared('roost_test_lookup', CompiledQuery.raw('select $1::int as n', [7]));
@@ -49,8 +50,12 @@ test('ROOST_DB_PREPARED_STATEMENTS=off: the same queries leave no named statemen
 test('ROOST_DB_POOLER=transaction: no startup timeout, SET LOCAL in both transaction paths, unnamed by default', async () => {
   const db = open({ pooler: 'transaction' });
   expect(await timeout(db)).toBe('0');
-  expect(await db.transaction((trx) => trx.query<{ statement_timeout: string }>('show statement_timeout'))).toEqual([{ statement_timeout: '4321ms' }]);
-  const kysely = await db.db.transaction().execute((trx) => sql<{ statement_timeout: string }>`show statement_timeout`.execute(trx));
+  expect(await db.transaction((trx) => trx.query<{ statement_timeout: string }>('show statement_timeout'))).toEqual([
+    { statement_timeout: '4321ms' },
+  ]);
+  const kysely = await db.db
+    .transaction()
+    .execute((trx) => sql<{ statement_timeout: string }>`show statement_timeout`.execute(trx));
   expect(kysely.rows).toEqual([{ statement_timeout: '4321ms' }]);
   const serializable = await db.db
     .transaction()

@@ -28,7 +28,10 @@ import { connect } from '../support/ws';
 jest.setTimeout(300_000);
 
 const FIXED_SEED = 1_206_170_891;
-const SEEDS = process.env.ROOST_FC_SEED !== undefined ? [Number(process.env.ROOST_FC_SEED)] : [FIXED_SEED, randomBytes(4).readUInt32BE(0) >>> 1];
+const SEEDS =
+  process.env.ROOST_FC_SEED !== undefined
+    ? [Number(process.env.ROOST_FC_SEED)]
+    : [FIXED_SEED, randomBytes(4).readUInt32BE(0) >>> 1];
 const SCALE = Number(process.env.ROOST_FC_SCALE ?? 1);
 const runs = (n: number) => Math.max(1, Math.round(n * SCALE));
 const MAX_CLIENT_FRAME = 4096;
@@ -40,13 +43,44 @@ const enc = encodeURIComponent;
 
 /** Every code an error body may carry (ASMTP.md §4, EXTENSIONS.md). */
 const KNOWN_CODES = new Set([
-  'INVALID_JSON', 'PAYLOAD_TOO_LARGE', 'INVALID_REQUEST', 'INVALID_ENVELOPE_ID', 'INVALID_HANDLE', 'INVALID_CONTENT',
-  'INVALID_MONITOR', 'INVALID_REFERENCES', 'INVALID_FILE', 'INVALID_QUERY', 'INVALID_POLICY', 'INVALID_DISPLAY_NAME',
-  'INVALID_DESCRIPTION', 'INVALID_CARD_BODY', 'INVALID_VISIBILITY', 'INVALID_UPDATE', 'INVALID_ENTRIES',
-  'INVALID_ALLOWLIST_ENTRY', 'INVALID_BLOCK_TARGET', 'INVALID_LIMIT', 'INVALID_CURSOR', 'INVALID_ORG',
-  'INVALID_CONTENT_GUARD', 'INVALID_RETENTION', 'INVALID_QUOTA', 'INVALID_RECEIPT', 'INVALID_SCHEDULE', 'BAD_REQUEST',
-  'UNAUTHORIZED', 'NOT_FOUND', 'METHOD_NOT_ALLOWED', 'AGENT_EXISTS', 'ORG_EXISTS', 'ID_COLLISION', 'RETRY_MISMATCH',
-  'CONTENT_BLOCKED', 'QUOTA_EXCEEDED', 'RATE_LIMITED',
+  'INVALID_JSON',
+  'PAYLOAD_TOO_LARGE',
+  'INVALID_REQUEST',
+  'INVALID_ENVELOPE_ID',
+  'INVALID_HANDLE',
+  'INVALID_CONTENT',
+  'INVALID_MONITOR',
+  'INVALID_REFERENCES',
+  'INVALID_FILE',
+  'INVALID_QUERY',
+  'INVALID_POLICY',
+  'INVALID_DISPLAY_NAME',
+  'INVALID_DESCRIPTION',
+  'INVALID_CARD_BODY',
+  'INVALID_VISIBILITY',
+  'INVALID_UPDATE',
+  'INVALID_ENTRIES',
+  'INVALID_ALLOWLIST_ENTRY',
+  'INVALID_BLOCK_TARGET',
+  'INVALID_LIMIT',
+  'INVALID_CURSOR',
+  'INVALID_ORG',
+  'INVALID_CONTENT_GUARD',
+  'INVALID_RETENTION',
+  'INVALID_QUOTA',
+  'INVALID_RECEIPT',
+  'INVALID_SCHEDULE',
+  'BAD_REQUEST',
+  'UNAUTHORIZED',
+  'NOT_FOUND',
+  'METHOD_NOT_ALLOWED',
+  'AGENT_EXISTS',
+  'ORG_EXISTS',
+  'ID_COLLISION',
+  'RETRY_MISMATCH',
+  'CONTENT_BLOCKED',
+  'QUOTA_EXCEEDED',
+  'RATE_LIMITED',
 ]);
 
 let op: TestOperator;
@@ -121,7 +155,8 @@ function rawHttp(request: Buffer | string, { head = false, timeoutMs = 15_000 } 
       const rest = buffer.subarray(end + 4);
       if (status === 101 || head || status === 204) return finish({ status, headers, body: Buffer.alloc(0) });
       const length = headers['content-length'];
-      if (length !== undefined && rest.length >= Number(length)) return finish({ status, headers, body: rest.subarray(0, Number(length)) });
+      if (length !== undefined && rest.length >= Number(length))
+        return finish({ status, headers, body: rest.subarray(0, Number(length)) });
       if (closed) finish({ status, headers, body: headers['transfer-encoding'] === 'chunked' ? dechunk(rest) : rest });
     };
     socket.on('data', (chunk: Buffer) => {
@@ -158,7 +193,8 @@ interface HttpInput {
 }
 
 function build(input: HttpInput): Buffer {
-  const body = input.body === undefined ? undefined : Buffer.isBuffer(input.body) ? input.body : Buffer.from(input.body, 'utf8');
+  const body =
+    input.body === undefined ? undefined : Buffer.isBuffer(input.body) ? input.body : Buffer.from(input.body, 'utf8');
   const lines = [`${input.method} ${input.target} HTTP/1.1`, 'Host: 127.0.0.1', 'Connection: close'];
   if (input.token !== undefined) lines.push(`Authorization: Bearer ${input.token}`);
   for (const [name, value] of input.headers ?? []) lines.push(`${name}: ${value}`);
@@ -176,7 +212,12 @@ const describeInput = (input: HttpInput) =>
  * A response to hostile input is either a success the route allows (its body valid against the
  * route's wire schema) or a precise 4xx: the ASMTP error body with a known code. Never a 5xx.
  */
-function judge(route: string, input: HttpInput, response: RawResponse, allowed: { success: number[]; closed?: boolean }): void {
+function judge(
+  route: string,
+  input: HttpInput,
+  response: RawResponse,
+  allowed: { success: number[]; closed?: boolean },
+): void {
   tally(route, response.status ?? 'closed');
   const what = `${route}: ${describeInput(input)} → ${response.status ?? 'closed'} ${response.body.toString('utf8').slice(0, 300)}`;
   if (response.status === undefined) {
@@ -198,7 +239,8 @@ function judge(route: string, input: HttpInput, response: RawResponse, allowed: 
       throw new Error(`error body is not JSON: ${what}`);
     }
     const violations = responseViolations('error', body);
-    if (violations.length > 0 || Object.keys(body).length !== 1) throw new Error(`not the ASMTP error body (${violations.join('; ')}): ${what}`);
+    if (violations.length > 0 || Object.keys(body).length !== 1)
+      throw new Error(`not the ASMTP error body (${violations.join('; ')}): ${what}`);
     if (!KNOWN_CODES.has(body.error!.code as string)) throw new Error(`unknown error code: ${what}`);
     return;
   }
@@ -230,17 +272,29 @@ async function expectHealthy(): Promise<void> {
  * from its own seed, derived from the run's seed and `label`, so routes get different inputs and one
  * seed still replays them all (fast-check draws the same first runs from a seed whatever numRuns).
  */
-async function check<T>(label: string, arb: fc.Arbitrary<T>, numRuns: number, run: (input: T) => Promise<void>): Promise<void> {
+async function check<T>(
+  label: string,
+  arb: fc.Arbitrary<T>,
+  numRuns: number,
+  run: (input: T) => Promise<void>,
+): Promise<void> {
   for (const base of SEEDS) {
     let seed = base;
     for (const char of label) seed = (Math.imul(seed ^ char.charCodeAt(0), 16777619) >>> 0) & 0x7fffffff;
     const started = Date.now();
     // fc.check, not fc.assert: assert prints the counterexample, and printing a several-thousand-level
     // deep body overflowed the stack and hid the failure behind a RangeError.
-    const details = await fc.check(fc.asyncProperty(arb, run), { seed, numRuns: Math.ceil(numRuns / SEEDS.length), endOnFailure: true });
+    const details = await fc.check(fc.asyncProperty(arb, run), {
+      seed,
+      numRuns: Math.ceil(numRuns / SEEDS.length),
+      endOnFailure: true,
+    });
     if (details.failed) {
-      const error = details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
-      throw new Error(`${label}: failed after ${details.numRuns} runs (ROOST_FC_SEED=${base}, property seed ${seed}): ${error.slice(0, 4000)}`);
+      const error =
+        details.errorInstance instanceof Error ? details.errorInstance.message : String(details.errorInstance);
+      throw new Error(
+        `${label}: failed after ${details.numRuns} runs (ROOST_FC_SEED=${base}, property seed ${seed}): ${error.slice(0, 4000)}`,
+      );
     }
     elapsed.set(label, (elapsed.get(label) ?? 0) + Date.now() - started);
   }
@@ -259,9 +313,38 @@ async function readOnlyBatch(body: () => Promise<void>): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 
 const TRICKY_STRINGS = [
-  '', ' ', '\u0000', 'a\u0000b', '\ud800', '\udfff', '\udc00\ud800', '\u2028\u2029', '\ufeff', '\uffff', '\u{10ffff}', 'e\u0301',
-  '\u202e', '🦜', '%', '%00', '%zz', '\\', '"', "'; DROP TABLE agents; --", '@hx.bob', '@hx.*', '@Hx.bob', 'mon_x', ZERO_ID,
-  '01ARZ3NDEKTSV4RRFFQ69G5FAV', 'file_01ARZ3NDEKTSV4RRFFQ69G5FAV', 'sch_01ARZ3NDEKTSV4RRFFQ69G5FAV', 'data:,x', 'true', 'null', '1e309',
+  '',
+  ' ',
+  '\u0000',
+  'a\u0000b',
+  '\ud800',
+  '\udfff',
+  '\udc00\ud800',
+  '\u2028\u2029',
+  '\ufeff',
+  '\uffff',
+  '\u{10ffff}',
+  'e\u0301',
+  '\u202e',
+  '🦜',
+  '%',
+  '%00',
+  '%zz',
+  '\\',
+  '"',
+  "'; DROP TABLE agents; --",
+  '@hx.bob',
+  '@hx.*',
+  '@Hx.bob',
+  'mon_x',
+  ZERO_ID,
+  '01ARZ3NDEKTSV4RRFFQ69G5FAV',
+  'file_01ARZ3NDEKTSV4RRFFQ69G5FAV',
+  'sch_01ARZ3NDEKTSV4RRFFQ69G5FAV',
+  'data:,x',
+  'true',
+  'null',
+  '1e309',
 ];
 
 const hugeString = fc.oneof(
@@ -276,16 +359,21 @@ const hugeArray = fc.oneof(
   fc.integer({ min: 100, max: 5_000 }).map((n) => Array.from({ length: n }, () => ({ type: 'text', text: 'x' }))),
 );
 /** Nested arrays/objects around a value (past and below the 1000-level JSON depth limit). */
-const deep = fc.tuple(fc.integer({ min: 2, max: 3_000 }), fc.boolean(), fc.jsonValue({ maxDepth: 1 })).map(([depth, arrays, inner]) => {
-  let value: unknown = inner;
-  for (let i = 0; i < depth; i++) value = arrays ? [value] : { a: value };
-  return value;
-});
+const deep = fc
+  .tuple(fc.integer({ min: 2, max: 3_000 }), fc.boolean(), fc.jsonValue({ maxDepth: 1 }))
+  .map(([depth, arrays, inner]) => {
+    let value: unknown = inner;
+    for (let i = 0; i < depth; i++) value = arrays ? [value] : { a: value };
+    return value;
+  });
 const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   { arbitrary: fc.jsonValue({ maxDepth: 3 }), weight: 4 },
   { arbitrary: fc.constantFrom(...TRICKY_STRINGS), weight: 4 },
   { arbitrary: fc.string({ unit: 'binary', maxLength: 40 }), weight: 3 },
-  { arbitrary: fc.constantFrom(null, true, false, 0, -1, -0, 1.5, 2 ** 53, -(2 ** 63), 1e308, Number.MIN_VALUE), weight: 3 },
+  {
+    arbitrary: fc.constantFrom(null, true, false, 0, -1, -0, 1.5, 2 ** 53, -(2 ** 63), 1e308, Number.MIN_VALUE),
+    weight: 3,
+  },
   { arbitrary: fc.integer(), weight: 1 },
   { arbitrary: fc.double(), weight: 1 },
   { arbitrary: hugeString, weight: 1 },
@@ -294,7 +382,18 @@ const hostileValue: fc.Arbitrary<unknown> = fc.oneof(
   // Fresh objects every time: a later mutation may write into them, and a shared constant would
   // carry that into every following input.
   {
-    arbitrary: fc.nat(5).map((i) => [() => ({}), () => [], () => [null], () => [[]], () => Object.create(null) as object, () => ({ constructor: { prototype: 1 } })][i]()),
+    arbitrary: fc
+      .nat(5)
+      .map((i) =>
+        [
+          () => ({}),
+          () => [],
+          () => [null],
+          () => [[]],
+          () => Object.create(null) as object,
+          () => ({ constructor: { prototype: 1 } }),
+        ][i](),
+      ),
     weight: 1,
   },
 );
@@ -307,7 +406,8 @@ function pathsOf(value: unknown, prefix: Path = [], into: Path[] = []): Path[] {
   // Only the first elements of a (possibly huge, possibly deep) array or object, and not too deep.
   if (prefix.length > 8) return into;
   if (Array.isArray(value)) value.slice(0, 8).forEach((item, i) => pathsOf(item, [...prefix, i], into));
-  else if (value && typeof value === 'object') for (const [key, item] of Object.entries(value).slice(0, 16)) pathsOf(item, [...prefix, key], into);
+  else if (value && typeof value === 'object')
+    for (const [key, item] of Object.entries(value).slice(0, 16)) pathsOf(item, [...prefix, key], into);
   return into;
 }
 
@@ -357,7 +457,10 @@ function toJson(value: unknown): string | undefined {
   return out.join('');
 }
 
-function parentOf(root: unknown, path: Path): [Record<string | number, unknown> | unknown[], string | number] | undefined {
+function parentOf(
+  root: unknown,
+  path: Path,
+): [Record<string | number, unknown> | unknown[], string | number] | undefined {
   if (path.length === 0) return undefined;
   let node = root as Record<string | number, unknown>;
   for (const key of path.slice(0, -1)) node = node[key] as Record<string | number, unknown>;
@@ -386,10 +489,18 @@ const jsonMutation: fc.Arbitrary<JsonMutation> = fc.oneof(
   fc.record({
     kind: fc.constant('add' as const),
     at: fc.nat(),
-    key: fc.oneof(fc.constantFrom('from', 'id', '__proto__', 'constructor', '', '\u0000', 'x'.repeat(1000)), fc.string({ maxLength: 12 })),
+    key: fc.oneof(
+      fc.constantFrom('from', 'id', '__proto__', 'constructor', '', '\u0000', 'x'.repeat(1000)),
+      fc.string({ maxLength: 12 }),
+    ),
     value: hostileValue,
   }),
-  fc.record({ kind: fc.constant('wrap' as const), at: fc.nat(), arrays: fc.boolean(), depth: fc.integer({ min: 1, max: 1_500 }) }),
+  fc.record({
+    kind: fc.constant('wrap' as const),
+    at: fc.nat(),
+    arrays: fc.boolean(),
+    depth: fc.integer({ min: 1, max: 1_500 }),
+  }),
 );
 
 /** Paths to the string leaves of a value. */
@@ -420,7 +531,10 @@ function applyMutation(root: Record<string, unknown>, mutation: JsonMutation): R
     case 'set':
       if (!place) {
         const value = mutation.value;
-        return (value && typeof value === 'object' && !Array.isArray(value) ? value : { value }) as Record<string, unknown>;
+        return (value && typeof value === 'object' && !Array.isArray(value) ? value : { value }) as Record<
+          string,
+          unknown
+        >;
       }
       (place[0] as Record<string | number, unknown>)[place[1]] = mutation.value;
       return root;
@@ -428,7 +542,8 @@ function applyMutation(root: Record<string, unknown>, mutation: JsonMutation): R
       let node: unknown = root;
       for (const key of path) node = (node as Record<string | number, unknown>)[key];
       const value = mutation.value;
-      if (node && typeof node === 'object' && !Array.isArray(node)) Object.defineProperty(node, mutation.key, { value, enumerable: true, configurable: true, writable: true });
+      if (node && typeof node === 'object' && !Array.isArray(node))
+        Object.defineProperty(node, mutation.key, { value, enumerable: true, configurable: true, writable: true });
       else if (Array.isArray(node)) node.push(value);
       return root;
     }
@@ -451,12 +566,25 @@ type TextMutation =
   | { kind: 'utf16' }
   | { kind: 'bom' };
 
-const INVALID_UTF8 = [[0xff], [0xfe], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xf0, 0x9f, 0xa6], [0x80], [0xf8, 0x88, 0x80, 0x80, 0x80], [0xc3]];
+const INVALID_UTF8 = [
+  [0xff],
+  [0xfe],
+  [0xc0, 0xaf],
+  [0xed, 0xa0, 0x80],
+  [0xf0, 0x9f, 0xa6],
+  [0x80],
+  [0xf8, 0x88, 0x80, 0x80, 0x80],
+  [0xc3],
+];
 const textMutation: fc.Arbitrary<TextMutation> = fc.oneof(
   fc.record({ kind: fc.constant('duplicate-key' as const), key: fc.nat(), value: hostileValue }),
   fc.record({ kind: fc.constant('invalid-utf8' as const), at: fc.nat(), bytes: fc.constantFrom(...INVALID_UTF8) }),
   fc.record({ kind: fc.constant('truncate' as const), at: fc.nat() }),
-  fc.record({ kind: fc.constant('insert' as const), at: fc.nat(), bytes: fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 1, maxLength: 8 }) }),
+  fc.record({
+    kind: fc.constant('insert' as const),
+    at: fc.nat(),
+    bytes: fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 1, maxLength: 8 }),
+  }),
   fc.constant({ kind: 'utf16' as const }),
   fc.constant({ kind: 'bom' as const }),
 );
@@ -499,8 +627,21 @@ type BodyPlan =
 
 const bodyPlan: fc.Arbitrary<BodyPlan> = fc.oneof(
   { arbitrary: fc.constant({ kind: 'valid' as const }), weight: 1 },
-  { arbitrary: fc.record({ kind: fc.constant('json' as const), mutations: fc.array(jsonMutation, { minLength: 1, maxLength: 3 }) }), weight: 8 },
-  { arbitrary: fc.record({ kind: fc.constant('text' as const), mutations: fc.array(jsonMutation, { maxLength: 1 }), text: textMutation }), weight: 3 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('json' as const),
+      mutations: fc.array(jsonMutation, { minLength: 1, maxLength: 3 }),
+    }),
+    weight: 8,
+  },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('text' as const),
+      mutations: fc.array(jsonMutation, { maxLength: 1 }),
+      text: textMutation,
+    }),
+    weight: 3,
+  },
   {
     arbitrary: fc.record({
       kind: fc.constant('whole' as const),
@@ -522,7 +663,10 @@ function materialize(valid: Record<string, unknown>, plan: BodyPlan): Buffer | s
     case 'json':
       return toJson(plan.mutations.reduce((body, m) => applyMutation(body, m), clone(valid))) ?? '';
     case 'text':
-      return applyText(plan.mutations.reduce((body, m) => applyMutation(body, m), clone(valid)), plan.text);
+      return applyText(
+        plan.mutations.reduce((body, m) => applyMutation(body, m), clone(valid)),
+        plan.text,
+      );
     case 'whole':
       return plan.body;
   }
@@ -530,12 +674,58 @@ function materialize(valid: Record<string, unknown>, plan: BodyPlan): Buffer | s
 
 /** Query-string fragments as they go on the wire (already "encoded", or deliberately not). */
 const rawFragment: fc.Arbitrary<string> = fc.oneof(
-  { weight: 6, arbitrary: fc.constantFrom(
-    '', '%', '%zz', '%00', '%0', '%%', '%E0%A4%A', '%ED%A0%80', '%C0%AF', '%FF%FE', '%2C', ',', ',,', '+', '%2B', '=', '==', ';', '..',
-    '/', '%2F', '%5C', '%0D%0A', '%u0041', '%F0%9F%A6%9C', '[]', '{}', 'null', 'undefined', '-1', '01', '1e3', '0x10', '1.0', '9007199254740993',
-    '%20', 'true%00', 'in%00', '%EF%BB%BF', '\u00e9', '🦜',
-  ) },
-  { weight: 3, arbitrary: fc.uint8Array({ minLength: 1, maxLength: 24 }).map((bytes) => [...bytes].map((b) => `%${b.toString(16).padStart(2, '0')}`).join('')) },
+  {
+    weight: 6,
+    arbitrary: fc.constantFrom(
+      '',
+      '%',
+      '%zz',
+      '%00',
+      '%0',
+      '%%',
+      '%E0%A4%A',
+      '%ED%A0%80',
+      '%C0%AF',
+      '%FF%FE',
+      '%2C',
+      ',',
+      ',,',
+      '+',
+      '%2B',
+      '=',
+      '==',
+      ';',
+      '..',
+      '/',
+      '%2F',
+      '%5C',
+      '%0D%0A',
+      '%u0041',
+      '%F0%9F%A6%9C',
+      '[]',
+      '{}',
+      'null',
+      'undefined',
+      '-1',
+      '01',
+      '1e3',
+      '0x10',
+      '1.0',
+      '9007199254740993',
+      '%20',
+      'true%00',
+      'in%00',
+      '%EF%BB%BF',
+      '\u00e9',
+      '🦜',
+    ),
+  },
+  {
+    weight: 3,
+    arbitrary: fc
+      .uint8Array({ minLength: 1, maxLength: 24 })
+      .map((bytes) => [...bytes].map((b) => `%${b.toString(16).padStart(2, '0')}`).join('')),
+  },
   { weight: 3, arbitrary: fc.string({ unit: 'binary', maxLength: 16 }).map(enc) },
   { weight: 3, arbitrary: fc.string({ unit: 'grapheme-ascii', maxLength: 16 }) },
   // Long values: past Node's 16 KiB header limit some are refused (431) before any route.
@@ -552,12 +742,17 @@ interface GetRoute {
 
 function queryArb(route: GetRoute): fc.Arbitrary<string> {
   const names = Object.keys(route.params);
-  const key = names.length > 0 ? fc.oneof({ arbitrary: fc.constantFrom(...names), weight: 4 }, { arbitrary: rawFragment, weight: 1 }) : rawFragment;
-  const pair = fc.tuple(key, fc.nat(), fc.oneof(fc.constant(undefined), rawFragment), fc.boolean()).map(([name, pick, raw, bare]) => {
-    const valid = Object.hasOwn(route.params, name) ? route.params[name]() : [];
-    const value = raw ?? (valid.length > 0 ? valid[pick % valid.length] : '');
-    return bare && raw === '' ? name : `${name}=${value}`;
-  });
+  const key =
+    names.length > 0
+      ? fc.oneof({ arbitrary: fc.constantFrom(...names), weight: 4 }, { arbitrary: rawFragment, weight: 1 })
+      : rawFragment;
+  const pair = fc
+    .tuple(key, fc.nat(), fc.oneof(fc.constant(undefined), rawFragment), fc.boolean())
+    .map(([name, pick, raw, bare]) => {
+      const valid = Object.hasOwn(route.params, name) ? route.params[name]() : [];
+      const value = raw ?? (valid.length > 0 ? valid[pick % valid.length] : '');
+      return bare && raw === '' ? name : `${name}=${value}`;
+    });
   return fc
     .tuple(fc.array(pair, { maxLength: 8 }), fc.constantFrom('?', '?', '?', '??', '?&', '?#'), fc.boolean())
     .map(([pairs, mark, repeat]) => {
@@ -573,7 +768,11 @@ function queryArb(route: GetRoute): fc.Arbitrary<string> {
 async function upload(token: string, text: string): Promise<string> {
   const form = new FormData();
   form.append('file', new Blob([text], { type: 'text/plain' }), 'a.txt');
-  const reply = await fetch(`${op.url}/files`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+  const reply = await fetch(`${op.url}/files`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}` },
+    body: form,
+  });
   if (reply.status !== 201) throw new Error(`upload: ${reply.status}`);
   return ((await reply.json()) as { id: string }).id;
 }
@@ -632,7 +831,9 @@ afterAll(async () => {
     `${'route'.padEnd(width)}  inputs      ms  statuses`,
     ...[...tried.entries()].map(
       ([route, row]) =>
-        `${route.padEnd(width)}  ${String(row.inputs).padStart(6)}  ${String(elapsed.get(route) ?? '').padStart(6)}  ${[...row.statuses.entries()]
+        `${route.padEnd(width)}  ${String(row.inputs).padStart(6)}  ${String(elapsed.get(route) ?? '').padStart(6)}  ${[
+          ...row.statuses.entries(),
+        ]
           .sort()
           .map(([status, n]) => `${status}×${n}`)
           .join(' ')}`,
@@ -683,7 +884,9 @@ const BODY_ROUTES: BodyRoute[] = [
         { type: 'data', schema: 'x', data: { k: [1, 2] } },
         { type: 'image', url: 'https://example.test/p.png', mime_type: 'image/png' },
         // Every third send attaches a fresh pending upload (a claimed one would always refuse).
-        ...(n % 3 === 0 ? [{ type: 'file', file_id: fixture.pool[Math.floor(n / 3) % fixture.pool.length], name: 'a.txt' }] : []),
+        ...(n % 3 === 0
+          ? [{ type: 'file', file_id: fixture.pool[Math.floor(n / 3) % fixture.pool.length], name: 'a.txt' }]
+          : []),
       ],
       monitor: 'mon_fuzz',
     }),
@@ -792,7 +995,15 @@ const BODY_ROUTES: BodyRoute[] = [
     method: 'PATCH',
     path: () => `/_admin/agents/${enc('@hx.dave')}`,
     token: () => fixture.hxAdmin,
-    valid: () => ({ policy: 'open', display_name: 'Dave', description: 'd', card_body: null, visibility: 'public', content_guard: 'warn', retention_days: 365 }),
+    valid: () => ({
+      policy: 'open',
+      display_name: 'Dave',
+      description: 'd',
+      card_body: null,
+      visibility: 'public',
+      content_guard: 'warn',
+      retention_days: 365,
+    }),
     success: [200],
     writes: { agents: 0 },
     numRuns: 220,
@@ -842,7 +1053,8 @@ describe('JSON bodies: mutated valid bodies get a 2xx that writes only what the 
       }
       for (const [table, delta] of Object.entries(changed)) {
         const limit = route.writes[table as keyof TableDigests];
-        if (limit === undefined || delta < 0 || delta > limit) throw new Error(`a success changed ${table} by ${delta}: ${what}`);
+        if (limit === undefined || delta < 0 || delta > limit)
+          throw new Error(`a success changed ${table} by ${delta}: ${what}`);
       }
     });
     await expectHealthy();
@@ -851,7 +1063,18 @@ describe('JSON bodies: mutated valid bodies get a 2xx that writes only what the 
   it('the Content-Type is not checked (ASMTP.md §3.0): a valid body under any Content-Type is served', async () => {
     const name = 'POST /mailbox/read × Content-Type';
     const contentType = fc.oneof(
-      fc.constantFrom('', ';', 'a;b', '/', 'application/json', 'text/plain; charset=latin1', 'multipart/form-data', 'application/json; charset=utf-16', '*/*', 'x/y; ;;'),
+      fc.constantFrom(
+        '',
+        ';',
+        'a;b',
+        '/',
+        'application/json',
+        'text/plain; charset=latin1',
+        'multipart/form-data',
+        'application/json; charset=utf-16',
+        '*/*',
+        'x/y; ;;',
+      ),
       fc.string({ unit: 'grapheme-ascii', maxLength: 40 }),
     );
     await readOnlyBatch(() =>
@@ -867,7 +1090,9 @@ describe('JSON bodies: mutated valid bodies get a 2xx that writes only what the 
         judge(name, input, response, { success: [200] });
         const expected = bearer ? 200 : 401;
         if (response.status !== expected && !parserRefusal(response)) {
-          throw new Error(`expected ${expected}: Content-Type ${JSON.stringify(type)} → ${response.status} ${response.body.toString('utf8')}`);
+          throw new Error(
+            `expected ${expected}: Content-Type ${JSON.stringify(type)} → ${response.status} ${response.body.toString('utf8')}`,
+          );
         }
       }),
     );
@@ -876,17 +1101,31 @@ describe('JSON bodies: mutated valid bodies get a 2xx that writes only what the 
   it('every JSON route refuses bodies without a bearer before reading them: 401, nothing changes', async () => {
     const name = 'JSON routes without a bearer';
     await readOnlyBatch(() =>
-      check(name, fc.tuple(fc.constantFrom(...BODY_ROUTES), bodyPlan, fc.constantFrom(undefined, '', 'x', '\u00ff', 'Bearer', `${'t'.repeat(500)}`)), runs(150), async ([route, plan, token]) => {
-        const input: HttpInput = { method: route.method, target: route.path(), token, body: materialize(route.valid(++serial), plan) };
-        const response = await send(input);
-        judge(name, input, response, { success: [] });
-        const code = JSON.parse(response.body.toString('utf8')).error.code;
-        // Past the 64 MiB hard cap the body is refused while it streams in, before authentication.
-        const hardCap = input.body!.length > 64 * MiB && response.status === 413;
-        if (!hardCap && (response.status !== 401 || code !== 'UNAUTHORIZED')) {
-          throw new Error(`expected 401 UNAUTHORIZED: ${describeInput(input)} → ${response.status} ${code}`);
-        }
-      }),
+      check(
+        name,
+        fc.tuple(
+          fc.constantFrom(...BODY_ROUTES),
+          bodyPlan,
+          fc.constantFrom(undefined, '', 'x', '\u00ff', 'Bearer', `${'t'.repeat(500)}`),
+        ),
+        runs(150),
+        async ([route, plan, token]) => {
+          const input: HttpInput = {
+            method: route.method,
+            target: route.path(),
+            token,
+            body: materialize(route.valid(++serial), plan),
+          };
+          const response = await send(input);
+          judge(name, input, response, { success: [] });
+          const code = JSON.parse(response.body.toString('utf8')).error.code;
+          // Past the 64 MiB hard cap the body is refused while it streams in, before authentication.
+          const hardCap = input.body!.length > 64 * MiB && response.status === 413;
+          if (!hardCap && (response.status !== 401 || code !== 'UNAUTHORIZED')) {
+            throw new Error(`expected 401 UNAUTHORIZED: ${describeInput(input)} → ${response.status} ${code}`);
+          }
+        },
+      ),
     );
   });
 });
@@ -897,19 +1136,63 @@ describe('JSON bodies: mutated valid bodies get a 2xx that writes only what the 
 
 describe('POST /files: mutated multipart bodies', () => {
   const partArb = fc.record({
-    boundary: fc.oneof({ arbitrary: fc.constant('b0undary'), weight: 6 }, fc.constantFrom('', '"quoted"', 'x'.repeat(200), 'é', '--', ' ', 'a;b'), fc.string({ maxLength: 20 })),
-    declared: fc.oneof({ arbitrary: fc.constant(undefined), weight: 6 }, fc.constantFrom('multipart/form-data', 'MULTIPART/FORM-DATA; boundary=b0undary', 'text/plain', 'application/json', '')),
-    name: fc.oneof({ arbitrary: fc.constant('file'), weight: 6 }, fc.constantFrom('', 'files', 'FILE', '"file"', 'file\u0000'), fc.string({ maxLength: 10 })),
-    filename: fc.oneof({ arbitrary: fc.constant('a.txt'), weight: 4 }, fc.constant(undefined), fc.constantFrom('', '../../etc/passwd', '..', 'a"b.txt', '\u0000', '🦜.png', 'x'.repeat(500)), fc.string({ unit: 'binary', maxLength: 30 })),
-    type: fc.oneof({ arbitrary: fc.constant('text/plain'), weight: 4 }, fc.constant(undefined), fc.constantFrom('image/png', 'application/pdf', 'image/gif', 'image/jpeg', 'application/x-evil', 'TEXT/PLAIN; charset=utf-8', '')),
+    boundary: fc.oneof(
+      { arbitrary: fc.constant('b0undary'), weight: 6 },
+      fc.constantFrom('', '"quoted"', 'x'.repeat(200), 'é', '--', ' ', 'a;b'),
+      fc.string({ maxLength: 20 }),
+    ),
+    declared: fc.oneof(
+      { arbitrary: fc.constant(undefined), weight: 6 },
+      fc.constantFrom(
+        'multipart/form-data',
+        'MULTIPART/FORM-DATA; boundary=b0undary',
+        'text/plain',
+        'application/json',
+        '',
+      ),
+    ),
+    name: fc.oneof(
+      { arbitrary: fc.constant('file'), weight: 6 },
+      fc.constantFrom('', 'files', 'FILE', '"file"', 'file\u0000'),
+      fc.string({ maxLength: 10 }),
+    ),
+    filename: fc.oneof(
+      { arbitrary: fc.constant('a.txt'), weight: 4 },
+      fc.constant(undefined),
+      fc.constantFrom('', '../../etc/passwd', '..', 'a"b.txt', '\u0000', '🦜.png', 'x'.repeat(500)),
+      fc.string({ unit: 'binary', maxLength: 30 }),
+    ),
+    type: fc.oneof(
+      { arbitrary: fc.constant('text/plain'), weight: 4 },
+      fc.constant(undefined),
+      fc.constantFrom(
+        'image/png',
+        'application/pdf',
+        'image/gif',
+        'image/jpeg',
+        'application/x-evil',
+        'TEXT/PLAIN; charset=utf-8',
+        '',
+      ),
+    ),
     content: fc.oneof(
       { arbitrary: fc.constant(Buffer.from('hello')), weight: 12 },
       { arbitrary: fc.uint8Array({ maxLength: 300 }).map((b) => Buffer.from(b)), weight: 4 },
-      { arbitrary: fc.constantFrom(Buffer.alloc(0), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('%PDF-1.4')), weight: 4 },
+      {
+        arbitrary: fc.constantFrom(
+          Buffer.alloc(0),
+          Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+          Buffer.from('%PDF-1.4'),
+        ),
+        weight: 4,
+      },
       { arbitrary: fc.constant(Buffer.alloc(10 * MiB + 1, 0x61)), weight: 1 },
     ),
     closing: fc.boolean(),
-    garbage: fc.oneof({ arbitrary: fc.constant(Buffer.alloc(0)), weight: 6 }, fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b))),
+    garbage: fc.oneof(
+      { arbitrary: fc.constant(Buffer.alloc(0)), weight: 6 },
+      fc.uint8Array({ maxLength: 40 }).map((b) => Buffer.from(b)),
+    ),
   });
 
   it('201 for a valid upload (one files row), a precise 4xx for the rest (nothing written)', async () => {
@@ -920,16 +1203,28 @@ describe('POST /files: mutated multipart bodies', () => {
         `--${part.boundary}\r\nContent-Disposition: form-data; name="${part.name}"` +
         `${part.filename === undefined ? '' : `; filename="${part.filename}"`}\r\n` +
         `${part.type === undefined ? '' : `Content-Type: ${part.type}\r\n`}\r\n`;
-      const body = Buffer.concat([part.garbage, Buffer.from(head, 'utf8'), part.content, Buffer.from(part.closing ? `\r\n--${part.boundary}--\r\n` : '', 'utf8')]);
+      const body = Buffer.concat([
+        part.garbage,
+        Buffer.from(head, 'utf8'),
+        part.content,
+        Buffer.from(part.closing ? `\r\n--${part.boundary}--\r\n` : '', 'utf8'),
+      ]);
       const contentType = part.declared ?? `multipart/form-data; boundary=${part.boundary}`;
-      const input: HttpInput = { method: 'POST', target: '/files', token: fixture.alice, headers: [['Content-Type', contentType.replace(/[\r\n]/g, '')]], body };
+      const input: HttpInput = {
+        method: 'POST',
+        target: '/files',
+        token: fixture.alice,
+        headers: [['Content-Type', contentType.replace(/[\r\n]/g, '')]],
+        body,
+      };
       const response = await send(input);
       judge(name, input, response, { success: [201], closed: /[^\t\x20-\x7e\x80-\xff]/.test(contentType) });
       const after = await digests(db);
       const changed = changes(state, after);
       state = after;
       const expected = response.status === 201 ? { files: 1 } : {};
-      if (JSON.stringify(changed) !== JSON.stringify(expected)) throw new Error(`${describeInput(input)} → ${response.status} changed ${JSON.stringify(changed)}`);
+      if (JSON.stringify(changed) !== JSON.stringify(expected))
+        throw new Error(`${describeInput(input)} → ${response.status} changed ${JSON.stringify(changed)}`);
     });
     await expectHealthy();
   });
@@ -958,7 +1253,12 @@ const GET_ROUTES: GetRoute[] = [
     name: 'GET /_admin/agents',
     path: () => '/_admin/agents',
     token: () => op.adminToken,
-    params: { q: () => ['hx', 'ALICE', '%', ''], limit: () => ['1', '50', '200', ''], after: () => [enc('@hx.alice'), '@hx.a', ''], include: () => ['unread', ''] },
+    params: {
+      q: () => ['hx', 'ALICE', '%', ''],
+      limit: () => ['1', '50', '200', ''],
+      after: () => [enc('@hx.alice'), '@hx.a', ''],
+      include: () => ['unread', ''],
+    },
   },
   {
     name: 'GET /_admin/agents/{handle}/mailbox',
@@ -973,15 +1273,22 @@ const GET_ROUTES: GetRoute[] = [
       after_envelope_id: () => [fixture.e1, ZERO_ID],
     },
   },
-  { name: 'GET /messages?ids=', path: () => '/messages', token: () => fixture.alice, params: { ids: () => [`${fixture.e1},${fixture.e2}`, fixture.e2, `${fixture.e2},${fixture.e2}`] } },
-  ...['/search', '/search/agents', '/search/messages'].map(
-    (path): GetRoute => ({
-      name: `GET ${path}`,
-      path: () => path,
-      token: () => fixture.alice,
-      params: { q: () => ['hx', 'alice', 'hello', 'hello%20world'], limit: () => ['1', '20', '50'], cursor: () => [Buffer.from('@hx.a').toString('base64url'), ''] },
-    }),
-  ),
+  {
+    name: 'GET /messages?ids=',
+    path: () => '/messages',
+    token: () => fixture.alice,
+    params: { ids: () => [`${fixture.e1},${fixture.e2}`, fixture.e2, `${fixture.e2},${fixture.e2}`] },
+  },
+  ...['/search', '/search/agents', '/search/messages'].map((path): GetRoute => ({
+    name: `GET ${path}`,
+    path: () => path,
+    token: () => fixture.alice,
+    params: {
+      q: () => ['hx', 'alice', 'hello', 'hello%20world'],
+      limit: () => ['1', '20', '50'],
+      cursor: () => [Buffer.from('@hx.a').toString('base64url'), ''],
+    },
+  })),
   {
     name: 'GET /agents/me/blocks',
     path: () => '/agents/me/blocks',
@@ -1004,9 +1311,21 @@ const GET_ROUTES: GetRoute[] = [
       ['GET /_admin/orgs', () => '/_admin/orgs', () => op.adminToken],
       ['GET /_admin/whoami', () => '/_admin/whoami', () => fixture.hxAdmin],
       ['GET /_admin/overview', () => '/_admin/overview', () => op.adminToken],
-      ['GET /_admin/agents/{handle}/messages/{id}', () => `/_admin/agents/${enc('@hx.alice')}/messages/${fixture.e2}`, () => fixture.hxAdmin],
-      ['GET /_admin/agents/{handle}/files/{id}', () => `/_admin/agents/${enc('@hx.alice')}/files/${fixture.f1}`, () => fixture.hxAdmin],
-      ['GET /_admin/agents/{handle}/schedules', () => `/_admin/agents/${enc('@hx.alice')}/schedules`, () => fixture.hxAdmin],
+      [
+        'GET /_admin/agents/{handle}/messages/{id}',
+        () => `/_admin/agents/${enc('@hx.alice')}/messages/${fixture.e2}`,
+        () => fixture.hxAdmin,
+      ],
+      [
+        'GET /_admin/agents/{handle}/files/{id}',
+        () => `/_admin/agents/${enc('@hx.alice')}/files/${fixture.f1}`,
+        () => fixture.hxAdmin,
+      ],
+      [
+        'GET /_admin/agents/{handle}/schedules',
+        () => `/_admin/agents/${enc('@hx.alice')}/schedules`,
+        () => fixture.hxAdmin,
+      ],
       ['GET /_admin/orgs/{name}', () => '/_admin/orgs/hx', () => op.adminToken],
       ['GET /healthz', () => '/healthz', () => undefined],
       ['GET /health', () => '/health', () => undefined],
@@ -1017,7 +1336,8 @@ const GET_ROUTES: GetRoute[] = [
 ];
 
 /** The HTTP parser's own refusals (bytes no request line may hold, a request line over the limit). */
-const parserRefusal = (response: RawResponse) => response.status === 431 || (response.status === 400 && response.body.includes('malformed HTTP request'));
+const parserRefusal = (response: RawResponse) =>
+  response.status === 431 || (response.status === 400 && response.body.includes('malformed HTTP request'));
 
 describe('query strings: odd bytes, percent-encodings, repeats and long values on every GET route', () => {
   it.each(GET_ROUTES.map((route) => [route.name, route] as const))('%s', async (_name, route) => {
@@ -1028,7 +1348,9 @@ describe('query strings: odd bytes, percent-encodings, repeats and long values o
         judge(route.name, input, response, { success: [200] });
         // A route without parameters ignores its query: anything the HTTP parser accepts is a 200.
         if (Object.keys(route.params).length === 0 && response.status !== 200 && !parserRefusal(response)) {
-          throw new Error(`a parameterless route refused its query: ${describeInput(input)} → ${response.status} ${response.body.toString('utf8')}`);
+          throw new Error(
+            `a parameterless route refused its query: ${describeInput(input)} → ${response.status} ${response.body.toString('utf8')}`,
+          );
         }
       }),
     );
@@ -1056,17 +1378,67 @@ interface PathRoute {
 const writeSegment = fc
   .oneof(
     { arbitrary: rawFragment, weight: 4 },
-    fc.constantFrom('%40zz.gone', '@zz.gone', '%40zz.%2A', '@zz.*', '%40ZZ.gone', 'sch_01ARZ3NDEKTSV4RRFFQ69G5FAV', 'sch_x', '01ARZ3NDEKTSV4RRFFQ69G5FAV', 'zzorg', 'x'.repeat(2_049), '.', '..', '%2e%2e', '%2F'),
+    fc.constantFrom(
+      '%40zz.gone',
+      '@zz.gone',
+      '%40zz.%2A',
+      '@zz.*',
+      '%40ZZ.gone',
+      'sch_01ARZ3NDEKTSV4RRFFQ69G5FAV',
+      'sch_x',
+      '01ARZ3NDEKTSV4RRFFQ69G5FAV',
+      'zzorg',
+      'x'.repeat(2_049),
+      '.',
+      '..',
+      '%2e%2e',
+      '%2F',
+    ),
   )
   .filter((segment) => !/h[xy]/i.test(segment));
 /** What deleting an agent or an organization takes with it. */
-const CASCADE: Array<keyof TableDigests> = ['orgs', 'agents', 'blocks', 'mailboxes', 'envelopes', 'mailbox_entries', 'files', 'schedules', 'retention_marks'];
+const CASCADE: Array<keyof TableDigests> = [
+  'orgs',
+  'agents',
+  'blocks',
+  'mailboxes',
+  'envelopes',
+  'mailbox_entries',
+  'files',
+  'schedules',
+  'retention_marks',
+];
 
 const PATH_ROUTES: PathRoute[] = [
-  { name: 'DELETE /agents/me/allowlist/{entry}', method: 'DELETE', target: (x) => `/agents/me/allowlist/${x}`, token: () => fixture.carol, writes: ['agents'] },
-  { name: 'DELETE /agents/me/blocks/{handle}', method: 'DELETE', target: (x) => `/agents/me/blocks/${x}`, token: () => fixture.carol, writes: ['blocks'] },
-  { name: 'PATCH /schedules/{id} (path)', method: 'PATCH', target: (x) => `/schedules/${x}`, token: () => fixture.alice, body: () => ({ status: 'paused' }), writes: ['schedules'] },
-  { name: 'DELETE /schedules/{id}', method: 'DELETE', target: (x) => `/schedules/${x}`, token: () => fixture.alice, writes: ['schedules'] },
+  {
+    name: 'DELETE /agents/me/allowlist/{entry}',
+    method: 'DELETE',
+    target: (x) => `/agents/me/allowlist/${x}`,
+    token: () => fixture.carol,
+    writes: ['agents'],
+  },
+  {
+    name: 'DELETE /agents/me/blocks/{handle}',
+    method: 'DELETE',
+    target: (x) => `/agents/me/blocks/${x}`,
+    token: () => fixture.carol,
+    writes: ['blocks'],
+  },
+  {
+    name: 'PATCH /schedules/{id} (path)',
+    method: 'PATCH',
+    target: (x) => `/schedules/${x}`,
+    token: () => fixture.alice,
+    body: () => ({ status: 'paused' }),
+    writes: ['schedules'],
+  },
+  {
+    name: 'DELETE /schedules/{id}',
+    method: 'DELETE',
+    target: (x) => `/schedules/${x}`,
+    token: () => fixture.alice,
+    writes: ['schedules'],
+  },
   {
     name: 'POST /messages/{id}/receipts (path)',
     method: 'POST',
@@ -1075,19 +1447,62 @@ const PATH_ROUTES: PathRoute[] = [
     body: () => ({ status: 'accepted' }),
     writes: ['envelopes', 'mailbox_entries', 'mailboxes'],
   },
-  { name: 'PATCH /_admin/agents/{handle} (path)', method: 'PATCH', target: (x) => `/_admin/agents/${x}`, token: () => fixture.hxAdmin, body: () => ({ display_name: 'x' }), writes: ['agents'] },
-  { name: 'POST /_admin/agents/{handle}/rotate-token', method: 'POST', target: (x) => `/_admin/agents/${x}/rotate-token`, token: () => op.adminToken, writes: ['agents'] },
-  { name: 'DELETE /_admin/agents/{handle}', method: 'DELETE', target: (x) => `/_admin/agents/${x}`, token: () => op.adminToken, writes: CASCADE },
-  { name: 'PATCH /_admin/orgs/{name} (path)', method: 'PATCH', target: (x) => `/_admin/orgs/${x}`, token: () => op.adminToken, body: () => ({ max_agents: 3 }), writes: ['orgs'] },
-  { name: 'POST /_admin/orgs/{name}/rotate-token', method: 'POST', target: (x) => `/_admin/orgs/${x}/rotate-token`, token: () => op.adminToken, writes: ['orgs'] },
-  { name: 'DELETE /_admin/orgs/{name}', method: 'DELETE', target: (x) => `/_admin/orgs/${x}`, token: () => op.adminToken, writes: CASCADE },
+  {
+    name: 'PATCH /_admin/agents/{handle} (path)',
+    method: 'PATCH',
+    target: (x) => `/_admin/agents/${x}`,
+    token: () => fixture.hxAdmin,
+    body: () => ({ display_name: 'x' }),
+    writes: ['agents'],
+  },
+  {
+    name: 'POST /_admin/agents/{handle}/rotate-token',
+    method: 'POST',
+    target: (x) => `/_admin/agents/${x}/rotate-token`,
+    token: () => op.adminToken,
+    writes: ['agents'],
+  },
+  {
+    name: 'DELETE /_admin/agents/{handle}',
+    method: 'DELETE',
+    target: (x) => `/_admin/agents/${x}`,
+    token: () => op.adminToken,
+    writes: CASCADE,
+  },
+  {
+    name: 'PATCH /_admin/orgs/{name} (path)',
+    method: 'PATCH',
+    target: (x) => `/_admin/orgs/${x}`,
+    token: () => op.adminToken,
+    body: () => ({ max_agents: 3 }),
+    writes: ['orgs'],
+  },
+  {
+    name: 'POST /_admin/orgs/{name}/rotate-token',
+    method: 'POST',
+    target: (x) => `/_admin/orgs/${x}/rotate-token`,
+    token: () => op.adminToken,
+    writes: ['orgs'],
+  },
+  {
+    name: 'DELETE /_admin/orgs/{name}',
+    method: 'DELETE',
+    target: (x) => `/_admin/orgs/${x}`,
+    token: () => op.adminToken,
+    writes: CASCADE,
+  },
 ];
 
 describe('path parameters of the write routes, with a valid bearer', () => {
   it.each(PATH_ROUTES.map((route) => [route.name, route] as const))('%s', async (_name, route) => {
     let state = await digests(db);
     await check(route.name, writeSegment, runs(60), async (segment) => {
-      const input: HttpInput = { method: route.method, target: route.target(segment), token: route.token(), body: route.body ? JSON.stringify(route.body()) : undefined };
+      const input: HttpInput = {
+        method: route.method,
+        target: route.target(segment),
+        token: route.token(),
+        body: route.body ? JSON.stringify(route.body()) : undefined,
+      };
       const response = await send(input);
       judge(route.name, input, response, { success: [200, 201, 204] });
       const after = await digests(db);
@@ -1109,18 +1524,60 @@ describe('path parameters of the write routes, with a valid bearer', () => {
 // ---------------------------------------------------------------------------------------------
 
 const TEMPLATES = [
-  '/messages', '/messages/{id}', '/messages/{id}/receipts', '/messages/{id}/status', '/mailbox', '/mailbox/read', '/files', '/files/{id}',
-  '/agents/me', '/agents/me/allowlist', '/agents/me/allowlist/{entry}', '/agents/me/blocks', '/agents/me/blocks/{handle}',
-  '/agents/{owner}/{name}', '/agents/{owner}/{name}/card', '/search', '/search/agents', '/search/messages', '/schedules',
-  '/schedules/{id}', '/_admin/agents', '/_admin/agents/{handle}', '/_admin/agents/{handle}/rotate-token', '/_admin/orgs',
-  '/_admin/orgs/{name}', '/_admin/orgs/{name}/rotate-token', '/healthz', '/readyz', '/metrics', '/connect',
+  '/messages',
+  '/messages/{id}',
+  '/messages/{id}/receipts',
+  '/messages/{id}/status',
+  '/mailbox',
+  '/mailbox/read',
+  '/files',
+  '/files/{id}',
+  '/agents/me',
+  '/agents/me/allowlist',
+  '/agents/me/allowlist/{entry}',
+  '/agents/me/blocks',
+  '/agents/me/blocks/{handle}',
+  '/agents/{owner}/{name}',
+  '/agents/{owner}/{name}/card',
+  '/search',
+  '/search/agents',
+  '/search/messages',
+  '/schedules',
+  '/schedules/{id}',
+  '/_admin/agents',
+  '/_admin/agents/{handle}',
+  '/_admin/agents/{handle}/rotate-token',
+  '/_admin/orgs',
+  '/_admin/orgs/{name}',
+  '/_admin/orgs/{name}/rotate-token',
+  '/healthz',
+  '/readyz',
+  '/metrics',
+  '/connect',
 ];
 const segmentArb = fc.oneof(
   rawFragment,
-  fc.constantFrom('%40hx.bob', '@hx.bob', '%40hx.%2A', 'me', '..', '.', '', '%2e%2e', 'file_01ARZ3NDEKTSV4RRFFQ69G5FAV', 'sch_x', 'x'.repeat(2049)),
+  fc.constantFrom(
+    '%40hx.bob',
+    '@hx.bob',
+    '%40hx.%2A',
+    'me',
+    '..',
+    '.',
+    '',
+    '%2e%2e',
+    'file_01ARZ3NDEKTSV4RRFFQ69G5FAV',
+    'sch_x',
+    'x'.repeat(2049),
+  ),
 );
 const pathArb = fc
-  .tuple(fc.constantFrom(...TEMPLATES), fc.array(segmentArb, { minLength: 1, maxLength: 4 }), fc.constantFrom('', '/', '//', '/extra', '%2F', '?', '#x', '/..'), fc.boolean())
+  .tuple(
+    fc.constantFrom(...TEMPLATES),
+    fc.array(segmentArb, { minLength: 1, maxLength: 4 }),
+    fc.constantFrom('', '/', '//', '/extra', '%2F', '?', '#x', '/..'),
+    fc.boolean(),
+  )
   .map(([template, segments, suffix, upper]) => {
     let i = 0;
     const path = template.replace(/\{[^}]+\}/g, () => segments[i++ % segments.length]) + suffix;
@@ -1135,48 +1592,90 @@ describe('paths, methods and headers', () => {
   it('odd paths and methods: a precise 4xx or a 200 on a readable route; never a 5xx, nothing changes', async () => {
     const name = 'odd paths × methods';
     await readOnlyBatch(() =>
-      check(name, fc.tuple(methodArb, pathArb, fc.constantFrom<'none' | 'agent' | 'admin'>('none', 'agent', 'admin')), runs(1_000), async ([method, path, who]) => {
-        // Writes only without a usable bearer: a hostile path must not reach a write that succeeds.
-        const writes = !['GET', 'HEAD', 'OPTIONS', 'TRACE'].includes(method);
-        const token = writes || who === 'none' ? undefined : who === 'agent' ? fixture.carol : op.adminToken;
-        const input: HttpInput = { method, target: path.startsWith('/') ? path : `/${path}`, token };
-        const response = await send(input);
-        // CONNECT-like or unparsable request lines may simply be dropped by the HTTP parser.
-        judge(name, input, response, { success: method === 'GET' ? [200] : [], closed: !/^[A-Z]+$/.test(method) });
-      }),
+      check(
+        name,
+        fc.tuple(methodArb, pathArb, fc.constantFrom<'none' | 'agent' | 'admin'>('none', 'agent', 'admin')),
+        runs(1_000),
+        async ([method, path, who]) => {
+          // Writes only without a usable bearer: a hostile path must not reach a write that succeeds.
+          const writes = !['GET', 'HEAD', 'OPTIONS', 'TRACE'].includes(method);
+          const token = writes || who === 'none' ? undefined : who === 'agent' ? fixture.carol : op.adminToken;
+          const input: HttpInput = { method, target: path.startsWith('/') ? path : `/${path}`, token };
+          const response = await send(input);
+          // CONNECT-like or unparsable request lines may simply be dropped by the HTTP parser.
+          judge(name, input, response, { success: method === 'GET' ? [200] : [], closed: !/^[A-Z]+$/.test(method) });
+        },
+      ),
     );
   });
 
   it('hostile Authorization and other headers: 401 (or the parser’s 400/431), never a 5xx, nothing changes', async () => {
     const name = 'hostile headers';
     const authorization = fc.oneof(
-      fc.constantFrom('', 'Bearer', 'Bearer ', 'bearer  x', 'BEARER\tx', 'Basic YTpi', 'Bearer a b', `Bearer ${'x'.repeat(20_000)}`, 'Bearer \u00ff\u00fe', 'Bearer %00', 'Bearer null'),
+      fc.constantFrom(
+        '',
+        'Bearer',
+        'Bearer ',
+        'bearer  x',
+        'BEARER\tx',
+        'Basic YTpi',
+        'Bearer a b',
+        `Bearer ${'x'.repeat(20_000)}`,
+        'Bearer \u00ff\u00fe',
+        'Bearer %00',
+        'Bearer null',
+      ),
       fc.string({ unit: 'grapheme-ascii', maxLength: 60 }).map((s) => `Bearer ${s}`),
       fc.uint8Array({ maxLength: 40 }).map((b) => `Bearer ${Buffer.from(b).toString('latin1')}`),
     );
     const extra = fc.array(
       // (Content-Length and Transfer-Encoding are broken in 'raw garbage' below: a length never
       // delivered costs a full request timeout per input.)
-      fc.tuple(fc.constantFrom('Authorization', 'Content-Type', 'Host', 'X-Forwarded-For', 'Expect', 'Upgrade', 'Cookie', 'Accept-Encoding'), rawFragment),
+      fc.tuple(
+        fc.constantFrom(
+          'Authorization',
+          'Content-Type',
+          'Host',
+          'X-Forwarded-For',
+          'Expect',
+          'Upgrade',
+          'Cookie',
+          'Accept-Encoding',
+        ),
+        rawFragment,
+      ),
       { maxLength: 3 },
     );
     await readOnlyBatch(() =>
-      check(name, fc.tuple(fc.constantFrom('/mailbox', '/agents/me', '/_admin/agents', '/schedules', '/search?q=hx'), authorization, extra), runs(500), async ([target, auth, headers]) => {
-        const input: HttpInput = { method: 'GET', target, headers: [['Authorization', auth], ...headers] };
-        const response = await rawHttp(build(input), { timeoutMs: REQUEST_TIMEOUT_MS * 4 });
-        // A Content-Length the request never delivers ends in the 408 of the request timeout.
-        judge(name, input, response, { success: [], closed: true });
-        if (response.status !== undefined && ![400, 401, 408, 413, 417, 431].includes(response.status)) {
-          throw new Error(`expected 401 or a parser refusal: ${describeInput(input)} ${JSON.stringify(headers)} → ${response.status} ${response.body.toString('utf8')}`);
-        }
-      }),
+      check(
+        name,
+        fc.tuple(
+          fc.constantFrom('/mailbox', '/agents/me', '/_admin/agents', '/schedules', '/search?q=hx'),
+          authorization,
+          extra,
+        ),
+        runs(500),
+        async ([target, auth, headers]) => {
+          const input: HttpInput = { method: 'GET', target, headers: [['Authorization', auth], ...headers] };
+          const response = await rawHttp(build(input), { timeoutMs: REQUEST_TIMEOUT_MS * 4 });
+          // A Content-Length the request never delivers ends in the 408 of the request timeout.
+          judge(name, input, response, { success: [], closed: true });
+          if (response.status !== undefined && ![400, 401, 408, 413, 417, 431].includes(response.status)) {
+            throw new Error(
+              `expected 401 or a parser refusal: ${describeInput(input)} ${JSON.stringify(headers)} → ${response.status} ${response.body.toString('utf8')}`,
+            );
+          }
+        },
+      ),
     );
   });
 
   it('raw garbage and broken HTTP framing: a 4xx with the ASMTP body or a closed socket', async () => {
     const name = 'raw HTTP garbage';
     const framing = fc.oneof(
-      fc.uint8Array({ minLength: 1, maxLength: 300 }).map((b) => Buffer.concat([Buffer.from(b), Buffer.from('\r\n\r\n')])),
+      fc
+        .uint8Array({ minLength: 1, maxLength: 300 })
+        .map((b) => Buffer.concat([Buffer.from(b), Buffer.from('\r\n\r\n')])),
       fc.constantFrom(
         'GARBAGE\r\n\r\n',
         'GET /healthz HTTP/9.9\r\n\r\n',
@@ -1199,7 +1698,9 @@ describe('paths, methods and headers', () => {
     await readOnlyBatch(() =>
       check(name, framing, runs(300), async (bytes) => {
         const input: HttpInput = { method: '(raw)', target: String(bytes).slice(0, 80).replace(/\r\n/g, '⏎') };
-        const response = await rawHttp(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes, 'latin1'), { timeoutMs: REQUEST_TIMEOUT_MS * 4 });
+        const response = await rawHttp(Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes, 'latin1'), {
+          timeoutMs: REQUEST_TIMEOUT_MS * 4,
+        });
         judge(name, input, response, { success: [200], closed: true });
       }),
     );
@@ -1217,7 +1718,11 @@ describe('/connect', () => {
       name,
       path: () => '/connect',
       token: () => undefined,
-      params: { after_created_at: () => ['0', String(Date.now()), '01', '-1'], after_envelope_id: () => [ZERO_ID, fixture.e2, 'x'], token: () => [fixture.alice, '', 'nope'] },
+      params: {
+        after_created_at: () => ['0', String(Date.now()), '01', '-1'],
+        after_envelope_id: () => [ZERO_ID, fixture.e2, 'x'],
+        token: () => [fixture.alice, '', 'nope'],
+      },
     });
     const wsHeaders = fc.record({
       key: fc.oneof(
@@ -1228,7 +1733,19 @@ describe('/connect', () => {
       version: fc.oneof({ arbitrary: fc.constant('13'), weight: 3 }, fc.constantFrom('8', '', '99', 'x', '13, 8')),
       upgrade: fc.oneof({ arbitrary: fc.constant('websocket'), weight: 3 }, fc.constantFrom('WebSocket', 'h2c', '')),
       bearer: fc.constantFrom<'alice' | 'none' | 'bad'>('alice', 'alice', 'none', 'bad'),
-      path: fc.oneof({ arbitrary: fc.constant('/connect'), weight: 6 }, fc.constantFrom('/connect/', '/CONNECT', '/connect%00', '//connect', '/connect/..', '/./connect', '/connect#x', '/nope')),
+      path: fc.oneof(
+        { arbitrary: fc.constant('/connect'), weight: 6 },
+        fc.constantFrom(
+          '/connect/',
+          '/CONNECT',
+          '/connect%00',
+          '//connect',
+          '/connect/..',
+          '/./connect',
+          '/connect#x',
+          '/nope',
+        ),
+      ),
     });
     await readOnlyBatch(() =>
       check(name, fc.tuple(query, wsHeaders), runs(400), async ([q, h]) => {
@@ -1249,7 +1766,11 @@ describe('/connect', () => {
   type Frame = { kind: 'text' | 'binary' | 'ping' | 'pong' | 'fragments' | 'bad-utf8'; size: number; count: number };
   const frameArb: fc.Arbitrary<Frame> = fc.record({
     kind: fc.constantFrom('text', 'binary', 'ping', 'pong', 'fragments', 'bad-utf8'),
-    size: fc.oneof(fc.integer({ min: 0, max: MAX_CLIENT_FRAME }), fc.integer({ min: MAX_CLIENT_FRAME + 1, max: 4 * MAX_CLIENT_FRAME }), fc.integer({ min: 0, max: 125 })),
+    size: fc.oneof(
+      fc.integer({ min: 0, max: MAX_CLIENT_FRAME }),
+      fc.integer({ min: MAX_CLIENT_FRAME + 1, max: 4 * MAX_CLIENT_FRAME }),
+      fc.integer({ min: 0, max: 125 }),
+    ),
     count: fc.oneof(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 100, max: 1_000 })),
   });
 
@@ -1291,20 +1812,24 @@ describe('/connect', () => {
         // The server is never expected to answer client frames; give it time to act on them.
         await new Promise<void>((resolve) => socket.ws.send('', () => resolve()));
         await sleep(50);
-        const oversized = frames.some((f) => (f.kind === 'text' || f.kind === 'binary' || f.kind === 'fragments') && f.size > MAX_CLIENT_FRAME);
+        const oversized = frames.some(
+          (f) => (f.kind === 'text' || f.kind === 'binary' || f.kind === 'fragments') && f.size > MAX_CLIENT_FRAME,
+        );
         const malformed = frames.some((f) => f.kind === 'bad-utf8');
         if (oversized || malformed) {
           await socket.untilClosed(5_000);
           tally(name, 'closed');
           // 1009 message too big, 1007 invalid payload; an earlier malformed frame may win.
-          if (![1009, 1007, 1006].includes(socket.closeCode!)) throw new Error(`closed with ${socket.closeCode} for ${JSON.stringify(frames)}`);
+          if (![1009, 1007, 1006].includes(socket.closeCode!))
+            throw new Error(`closed with ${socket.closeCode} for ${JSON.stringify(frames)}`);
         } else {
           const probe = envelope('@hx.carol', { subject: 'probe' });
           const accepted = await op.client.post('/messages', probe, fixture.alice);
           expect(accepted.status).toBe(202);
           sentEnvelopes++;
           await socket.until(() => socket.ids.includes(probe.id as string), 5_000, 'a push after the flood');
-          if (socket.closeCode !== undefined) throw new Error(`socket closed (${socket.closeCode}) by ${JSON.stringify(frames)}`);
+          if (socket.closeCode !== undefined)
+            throw new Error(`socket closed (${socket.closeCode}) by ${JSON.stringify(frames)}`);
           tally(name, 101);
         }
       } finally {
@@ -1321,37 +1846,42 @@ describe('/connect', () => {
   it('raw bytes after the upgrade (not WebSocket framing): closed or ignored, the process stays healthy', async () => {
     const name = 'WS /connect raw bytes';
     await readOnlyBatch(() =>
-      check(name, fc.tuple(fc.boolean(), fc.uint8Array({ minLength: 1, maxLength: 2_000 })), runs(40), async ([reserved, bytes]) => {
-        const socket = await new Promise<Socket>((resolve, reject) => {
-          const s = tcp(port, '127.0.0.1');
-          let head = '';
-          s.on('error', reject);
-          s.on('data', (chunk) => {
-            head += chunk.toString('latin1');
-            if (head.includes('\r\n\r\n')) {
-              s.removeAllListeners('data');
-              if (!head.startsWith('HTTP/1.1 101')) reject(new Error(`upgrade refused: ${head}`));
-              else resolve(s);
-            }
+      check(
+        name,
+        fc.tuple(fc.boolean(), fc.uint8Array({ minLength: 1, maxLength: 2_000 })),
+        runs(40),
+        async ([reserved, bytes]) => {
+          const socket = await new Promise<Socket>((resolve, reject) => {
+            const s = tcp(port, '127.0.0.1');
+            let head = '';
+            s.on('error', reject);
+            s.on('data', (chunk) => {
+              head += chunk.toString('latin1');
+              if (head.includes('\r\n\r\n')) {
+                s.removeAllListeners('data');
+                if (!head.startsWith('HTTP/1.1 101')) reject(new Error(`upgrade refused: ${head}`));
+                else resolve(s);
+              }
+            });
+            s.write(
+              `GET /connect HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n` +
+                `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer ${fixture.carol}\r\n\r\n`,
+            );
           });
-          s.write(
-            `GET /connect HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n` +
-              `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer ${fixture.carol}\r\n\r\n`,
-          );
-        });
-        const closed = new Promise<boolean>((resolve) => {
-          socket.on('error', () => undefined);
-          socket.on('close', () => resolve(true));
-          setTimeout(() => resolve(false), reserved ? 2_000 : 300);
-        });
-        // A frame with a reserved opcode is a protocol error that must close the socket; random
-        // bytes may also look like the start of a long frame, which the server just waits for.
-        socket.write(Buffer.concat([Buffer.from(reserved ? [0x8f, 0x80, 0, 0, 0, 0] : []), Buffer.from(bytes)]));
-        const wasClosed = await closed;
-        socket.destroy();
-        tally(name, wasClosed ? 'closed' : 101);
-        if (reserved && !wasClosed) throw new Error('a socket sending a reserved opcode stayed open');
-      }),
+          const closed = new Promise<boolean>((resolve) => {
+            socket.on('error', () => undefined);
+            socket.on('close', () => resolve(true));
+            setTimeout(() => resolve(false), reserved ? 2_000 : 300);
+          });
+          // A frame with a reserved opcode is a protocol error that must close the socket; random
+          // bytes may also look like the start of a long frame, which the server just waits for.
+          socket.write(Buffer.concat([Buffer.from(reserved ? [0x8f, 0x80, 0, 0, 0, 0] : []), Buffer.from(bytes)]));
+          const wasClosed = await closed;
+          socket.destroy();
+          tally(name, wasClosed ? 'closed' : 101);
+          if (reserved && !wasClosed) throw new Error('a socket sending a reserved opcode stayed open');
+        },
+      ),
     );
   });
 });
@@ -1398,7 +1928,9 @@ describe('slow clients', () => {
     const body = JSON.stringify(envelope('@hx.bob')).padEnd(400, ' ');
     const slow = [
       ...Array.from({ length: 20 }, () =>
-        dribble('GET /healthz HTTP/1.1\r\nHost: x\r\n', `X-Slow: ${'a'.repeat(100)}\r\n\r\n`, 100).then((o) => ['headers', o] as const),
+        dribble('GET /healthz HTTP/1.1\r\nHost: x\r\n', `X-Slow: ${'a'.repeat(100)}\r\n\r\n`, 100).then(
+          (o) => ['headers', o] as const,
+        ),
       ),
       ...Array.from({ length: 20 }, () =>
         dribble(

@@ -37,7 +37,8 @@ function expectRateLimited(reply: Pick<Reply, 'status' | 'body'> & { retryAfter:
 }
 
 const restLimited = (reply: Reply) => expectRateLimited({ ...reply, retryAfter: reply.headers.get('retry-after') });
-const wsLimited = (refused: Refusal) => expectRateLimited({ ...refused, retryAfter: refused.headers['retry-after'] as string | undefined });
+const wsLimited = (refused: Refusal) =>
+  expectRateLimited({ ...refused, retryAfter: refused.headers['retry-after'] as string | undefined });
 
 /** Two api+gateway nodes on one database and one Redis key prefix (one deployment). */
 async function twoNodes(env: Record<string, string>): Promise<[TestOperator, TestOperator]> {
@@ -45,7 +46,12 @@ async function twoNodes(env: Record<string, string>): Promise<[TestOperator, Tes
   const b = await startOperator({
     backend: 'postgres',
     databaseUrl: a.config.databaseUrl!,
-    env: { ...env, ROOST_ADMIN_TOKEN: a.adminToken, REDIS_URL: testRedisUrl(), ROOST_REDIS_PREFIX: a.config.redisPrefix },
+    env: {
+      ...env,
+      ROOST_ADMIN_TOKEN: a.adminToken,
+      REDIS_URL: testRedisUrl(),
+      ROOST_REDIS_PREFIX: a.config.redisPrefix,
+    },
   });
   return [a, b];
 }
@@ -65,14 +71,18 @@ describe('per-agent REST rate limit, shared by two api nodes through Redis', () 
   it('past the burst, requests on either node get 429 RATE_LIMITED with Retry-After; other agents are untouched', async () => {
     const alice = await a.agent('@rl.alice');
     const bob = await a.agent('@rl.bob');
-    const before = (await metric(a, 'roost_rate_limited_total', 'limit="agent"')) + (await metric(b, 'roost_rate_limited_total', 'limit="agent"'));
+    const before =
+      (await metric(a, 'roost_rate_limited_total', 'limit="agent"')) +
+      (await metric(b, 'roost_rate_limited_total', 'limit="agent"'));
     const started = Date.now();
     const replies: Reply[] = [];
     for (let i = 0; i < 40; i++) replies.push(await (i % 2 === 0 ? a : b).client.get('/mailbox', alice));
     const seconds = (Date.now() - started) / 1000;
     const ok = replies.filter((reply) => reply.status === 200).length;
     const limited = replies.filter((reply) => reply.status === 429);
-    figure(`agent limit 1/s burst 10, 40 GET /mailbox over two nodes in ${seconds.toFixed(1)} s: ${ok} → 200, ${limited.length} → 429`);
+    figure(
+      `agent limit 1/s burst 10, 40 GET /mailbox over two nodes in ${seconds.toFixed(1)} s: ${ok} → 200, ${limited.length} → 429`,
+    );
     // One bucket for both nodes: the burst plus what refilled meanwhile, not a burst per node.
     expect(ok).toBeGreaterThanOrEqual(10);
     expect(ok).toBeLessThanOrEqual(10 + Math.ceil(seconds) + 1);
@@ -82,7 +92,9 @@ describe('per-agent REST rate limit, shared by two api nodes through Redis', () 
     // Both nodes refused some: each saw the bucket the other drained.
     expect(replies.filter((reply, i) => reply.status === 429 && i % 2 === 0).length).toBeGreaterThan(0);
     expect(replies.filter((reply, i) => reply.status === 429 && i % 2 === 1).length).toBeGreaterThan(0);
-    const after = (await metric(a, 'roost_rate_limited_total', 'limit="agent"')) + (await metric(b, 'roost_rate_limited_total', 'limit="agent"'));
+    const after =
+      (await metric(a, 'roost_rate_limited_total', 'limit="agent"')) +
+      (await metric(b, 'roost_rate_limited_total', 'limit="agent"'));
     expect(after - before).toBe(limited.length);
     // A refused request changed nothing, and another agent has its own bucket.
     expect((await a.client.get('/mailbox', bob)).status).toBe(200);
@@ -109,18 +121,24 @@ describe('failed authentications, limited per client address', () => {
 
   it('past 5 failures (burst 5×) an address gets 429 on either node, for any token, REST and handshake alike', async () => {
     const good = await a.agent('@af.good');
-    const before = (await metric(a, 'roost_rate_limited_total', 'limit="auth_fail"')) + (await metric(b, 'roost_rate_limited_total', 'limit="auth_fail"'));
+    const before =
+      (await metric(a, 'roost_rate_limited_total', 'limit="auth_fail"')) +
+      (await metric(b, 'roost_rate_limited_total', 'limit="auth_fail"'));
     const handshakesBefore = await metric(b, 'roost_ws_handshakes_total', 'outcome="rate_limited"');
     const started = Date.now();
     const replies: Reply[] = [];
     for (let i = 0; i < 20; i++) {
       const op = i % 2 === 0 ? a : b;
-      replies.push(await op.client.request('GET', '/mailbox', { token: `bad-${ulid()}`, headers: from('203.0.113.10') }));
+      replies.push(
+        await op.client.request('GET', '/mailbox', { token: `bad-${ulid()}`, headers: from('203.0.113.10') }),
+      );
     }
     const seconds = (Date.now() - started) / 1000;
     const unauthorized = replies.filter((reply) => reply.status === 401).length;
     const limited = replies.filter((reply) => reply.status === 429);
-    figure(`auth-fail limit 1/s burst 5, 20 bad tokens from one address over two nodes in ${seconds.toFixed(1)} s: ${unauthorized} → 401, ${limited.length} → 429`);
+    figure(
+      `auth-fail limit 1/s burst 5, 20 bad tokens from one address over two nodes in ${seconds.toFixed(1)} s: ${unauthorized} → 401, ${limited.length} → 429`,
+    );
     expect(replies.slice(0, 5).map((reply) => reply.status)).toEqual([401, 401, 401, 401, 401]);
     expect(unauthorized).toBeLessThanOrEqual(5 + Math.ceil(seconds) + 1);
     expect(unauthorized + limited.length).toBe(20);
@@ -130,17 +148,24 @@ describe('failed authentications, limited per client address', () => {
     restLimited(await a.client.request('GET', '/mailbox', { headers: from('203.0.113.10') }));
     wsLimited(await refusal(b.url, { token: `bad-${ulid()}`, headers: from('203.0.113.10') }));
     expect(await metric(b, 'roost_ws_handshakes_total', 'outcome="rate_limited"')).toBe(handshakesBefore + 1);
-    const after = (await metric(a, 'roost_rate_limited_total', 'limit="auth_fail"')) + (await metric(b, 'roost_rate_limited_total', 'limit="auth_fail"'));
+    const after =
+      (await metric(a, 'roost_rate_limited_total', 'limit="auth_fail"')) +
+      (await metric(b, 'roost_rate_limited_total', 'limit="auth_fail"'));
     expect(after - before).toBe(limited.length + 3);
     // Another address is not affected, and a good token from it works.
-    expect((await a.client.request('GET', '/mailbox', { token: good, headers: from('203.0.113.11') })).status).toBe(200);
-    expect((await a.client.request('GET', '/mailbox', { token: `bad-${ulid()}`, headers: from('203.0.113.11') })).status).toBe(401);
+    expect((await a.client.request('GET', '/mailbox', { token: good, headers: from('203.0.113.11') })).status).toBe(
+      200,
+    );
+    expect(
+      (await a.client.request('GET', '/mailbox', { token: `bad-${ulid()}`, headers: from('203.0.113.11') })).status,
+    ).toBe(401);
   });
 
   it('the handshake: bad tokens count, and past the limit it is refused 429 before any upgrade', async () => {
     const address = from('203.0.113.20');
     const statuses: number[] = [];
-    for (let i = 0; i < 8; i++) statuses.push((await refusal(a.url, { token: `bad-${ulid()}`, headers: address })).status);
+    for (let i = 0; i < 8; i++)
+      statuses.push((await refusal(a.url, { token: `bad-${ulid()}`, headers: address })).status);
     expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
     expect(statuses.slice(5)).toContain(429);
     expect(await metric(a, 'roost_ws_handshakes_total', 'outcome="unauthorized"')).toBeGreaterThanOrEqual(5);
@@ -149,7 +174,14 @@ describe('failed authentications, limited per client address', () => {
   it('admin routes: wrong admin tokens count against the address', async () => {
     const statuses: number[] = [];
     for (let i = 0; i < 8; i++) {
-      statuses.push((await b.client.request('GET', '/_admin/agents', { token: `wrong-admin-${ulid()}`, headers: from('203.0.113.30') })).status);
+      statuses.push(
+        (
+          await b.client.request('GET', '/_admin/agents', {
+            token: `wrong-admin-${ulid()}`,
+            headers: from('203.0.113.30'),
+          })
+        ).status,
+      );
     }
     expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
     expect(statuses.slice(5)).toContain(429);
@@ -158,7 +190,14 @@ describe('failed authentications, limited per client address', () => {
   it('X-Forwarded-For from a peer that is not a trusted proxy is ignored: changing it does not evade the limit', async () => {
     const statuses: number[] = [];
     for (let i = 0; i < 10; i++) {
-      statuses.push((await untrusting.client.request('GET', '/mailbox', { token: `bad-${ulid()}`, headers: from(`198.51.100.${i}`) })).status);
+      statuses.push(
+        (
+          await untrusting.client.request('GET', '/mailbox', {
+            token: `bad-${ulid()}`,
+            headers: from(`198.51.100.${i}`),
+          })
+        ).status,
+      );
     }
     expect(statuses.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
     expect(statuses.filter((status) => status === 429).length).toBeGreaterThanOrEqual(3);
@@ -261,7 +300,8 @@ describe('open sockets per agent, across gateways', () => {
   });
 
   const leaseKey = (op: TestOperator, agentId: number) => op.app.get(SocketLeases).keyOf(agentId);
-  const agentId = async (op: TestOperator, handle: string) => (await op.app.get(AgentsRepository).findByHandle(handle))!.id;
+  const agentId = async (op: TestOperator, handle: string) =>
+    (await op.app.get(AgentsRepository).findByHandle(handle))!.id;
 
   it('the third socket of an agent holding two (one per gateway) is refused 429 with Retry-After, leaving nothing behind', async () => {
     const token = await a.agent('@ws.erin');
@@ -283,7 +323,9 @@ describe('open sockets per agent, across gateways', () => {
     }
     figure(`socket cap 2 per agent across two gateways: 2 open, ${attempts} more handshakes → ${refused} refused 429`);
     expect(await metric(a, 'roost_rate_limited_total', 'limit="ws"')).toBe(limitedBefore + attempts / 2);
-    expect(await metric(a, 'roost_ws_handshakes_total', 'outcome="rate_limited"')).toBe(handshakesBefore + attempts / 2);
+    expect(await metric(a, 'roost_ws_handshakes_total', 'outcome="rate_limited"')).toBe(
+      handshakesBefore + attempts / 2,
+    );
     expect(await metric(a, 'roost_ws_connections')).toBe(connectionsBefore);
     expect(await redis.zcard(key)).toBe(2);
     // Another agent is not affected.
@@ -301,8 +343,12 @@ describe('open sockets per agent, across gateways', () => {
 
   it('50 concurrent handshakes of one agent over two gateways: exactly the cap is accepted (the count is atomic)', async () => {
     const token = await a.agent('@ws.ivy');
-    const outcomes = await Promise.allSettled(Array.from({ length: 50 }, (_, i) => connect(i % 2 === 0 ? a.url : b.url, { token })));
-    const accepted = outcomes.filter((outcome): outcome is PromiseFulfilledResult<Listener> => outcome.status === 'fulfilled');
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 50 }, (_, i) => connect(i % 2 === 0 ? a.url : b.url, { token })),
+    );
+    const accepted = outcomes.filter(
+      (outcome): outcome is PromiseFulfilledResult<Listener> => outcome.status === 'fulfilled',
+    );
     const refused = outcomes.filter((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
     figure(`50 concurrent handshakes, cap 2, two gateways: ${accepted.length} accepted, ${refused.length} refused 429`);
     expect(accepted).toHaveLength(2);
@@ -328,7 +374,12 @@ describe('open sockets per agent, across gateways', () => {
     const c = await startOperator({
       backend: 'postgres',
       databaseUrl: a.config.databaseUrl!,
-      env: { ROOST_WS_MAX_PER_AGENT: '2', ROOST_ADMIN_TOKEN: a.adminToken, REDIS_URL: testRedisUrl(), ROOST_REDIS_PREFIX: a.config.redisPrefix },
+      env: {
+        ROOST_WS_MAX_PER_AGENT: '2',
+        ROOST_ADMIN_TOKEN: a.adminToken,
+        REDIS_URL: testRedisUrl(),
+        ROOST_REDIS_PREFIX: a.config.redisPrefix,
+      },
     });
     const onC = [await connect(c.url, { token }), await connect(c.url, { token })];
     wsLimited(await refusal(a.url, { token }));
@@ -360,7 +411,8 @@ describe('resume replays: queued per gateway and paced per socket', () => {
     for (let i = 0; i < 150; i += 10) {
       await Promise.all(Array.from({ length: 10 }, () => op.client.post('/messages', envelope('@rp.busy'), sender)));
     }
-    for (let i = 0; i < 10; i++) expect((await op.client.post('/messages', envelope('@rp.quiet'), sender)).status).toBe(202);
+    for (let i = 0; i < 10; i++)
+      expect((await op.client.post('/messages', envelope('@rp.quiet'), sender)).status).toBe(202);
 
     const events: string[] = [];
     const started = Date.now();
@@ -383,7 +435,9 @@ describe('resume replays: queued per gateway and paced per socket', () => {
     expect(second.notifies).toHaveLength(150);
     expect(other.notifies).toHaveLength(10);
     // 150 frames at 100/s: the pace held (a lower bound, not a speed claim).
-    figure(`replay pace 100 frames/s: 150 frames in ${firstSeconds.toFixed(2)} s; concurrency 4 → second socket of one agent queued`);
+    figure(
+      `replay pace 100 frames/s: 150 frames in ${firstSeconds.toFixed(2)} s; concurrency 4 → second socket of one agent queued`,
+    );
     expect(firstSeconds).toBeGreaterThanOrEqual(1.2);
     for (const listener of [first, second, other]) listener.close();
   });
@@ -426,13 +480,19 @@ describe('while Redis is down (a private redis-server, killed)', () => {
     const errorsBefore = await metric(op, 'roost_redis_errors_total', 'component="rate_limit"');
     const down: number[] = [];
     for (let i = 0; i < 20; i++) down.push((await op.client.get('/mailbox', ivan)).status);
-    figure(`Redis down, agent limit 1/s burst 3: 20 requests → ${down.filter((s) => s === 200).length} × 200 (fail-open)`);
+    figure(
+      `Redis down, agent limit 1/s burst 3: 20 requests → ${down.filter((s) => s === 200).length} × 200 (fail-open)`,
+    );
     expect(new Set(down)).toEqual(new Set([200]));
-    expect(await metric(op, 'roost_redis_errors_total', 'component="rate_limit"')).toBeGreaterThanOrEqual(errorsBefore + 20);
+    expect(await metric(op, 'roost_redis_errors_total', 'component="rate_limit"')).toBeGreaterThanOrEqual(
+      errorsBefore + 20,
+    );
 
     const failures: number[] = [];
     for (let i = 0; i < 8; i++) failures.push((await op.client.get('/mailbox', `bad-${ulid()}`)).status);
-    figure(`Redis down, auth-fail limit 1/s burst 5: 8 bad tokens → ${failures.filter((s) => s === 401).length} × 401, ${failures.filter((s) => s === 429).length} × 429 (per node)`);
+    figure(
+      `Redis down, auth-fail limit 1/s burst 5: 8 bad tokens → ${failures.filter((s) => s === 401).length} × 401, ${failures.filter((s) => s === 429).length} × 429 (per node)`,
+    );
     expect(failures.slice(0, 5)).toEqual([401, 401, 401, 401, 401]);
     expect(failures.slice(5)).toContain(429);
     expect(await metric(op, 'roost_redis_errors_total', 'component="auth_fail_limit"')).toBeGreaterThan(0);

@@ -105,7 +105,13 @@ function parseExposition(text: string): Scrape {
     if (consumed !== body.length) throw new Error(`unparsable labels: ${line}`);
     const raw = match[3];
     // Go's ParseFloat (Prometheus) reads NaN and Inf case-insensitively; prom-client writes "Nan".
-    const value = /^[+-]?inf$/i.test(raw) ? (raw.startsWith('-') ? -Infinity : Infinity) : /^nan$/i.test(raw) ? NaN : Number(raw);
+    const value = /^[+-]?inf$/i.test(raw)
+      ? raw.startsWith('-')
+        ? -Infinity
+        : Infinity
+      : /^nan$/i.test(raw)
+        ? NaN
+        : Number(raw);
     if (Number.isNaN(value) && !/^nan$/i.test(raw)) throw new Error(`unparsable value: ${line}`);
     samples.push({ name: match[1], labels, value });
   }
@@ -134,7 +140,8 @@ function labelValues(scrape: Scrape, name: string, label: string): string[] {
 function labelNamesOf(scrape: Scrape, name: string): Set<string> {
   const names = new Set<string>();
   const series = new Set([name, `${name}_bucket`, `${name}_sum`, `${name}_count`]);
-  for (const sample of scrape.samples) if (series.has(sample.name)) for (const key of Object.keys(sample.labels)) names.add(key);
+  for (const sample of scrape.samples)
+    if (series.has(sample.name)) for (const key of Object.keys(sample.labels)) names.add(key);
   return names;
 }
 
@@ -159,7 +166,12 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
   };
 
   /** Poll until `predicate` holds on a scrape; returns that scrape. */
-  const until = async (what: string, predicate: (s: Scrape) => boolean, timeoutMs = 10_000, target: TestOperator = op): Promise<Scrape> => {
+  const until = async (
+    what: string,
+    predicate: (s: Scrape) => boolean,
+    timeoutMs = 10_000,
+    target: TestOperator = op,
+  ): Promise<Scrape> => {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const s = await scrape(target);
@@ -169,7 +181,10 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     }
   };
 
-  const agent = async (handle: string, fields: Record<string, unknown> = {}): Promise<{ handle: string; token: string }> => {
+  const agent = async (
+    handle: string,
+    fields: Record<string, unknown> = {},
+  ): Promise<{ handle: string; token: string }> => {
     const token = await op.agent(handle, fields);
     secrets.add(token);
     handles.add(handle);
@@ -250,11 +265,14 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     expect((await op.client.get(`/messages/${sent.id}`)).status).toBe(401);
     expect((await op.client.get(`/_admin/agents/${encodeURIComponent(bob.handle)}`, op.adminToken)).status).toBe(200);
     // Paths no route matches, carrying a handle and an id: they must not become label values.
-    expect((await op.client.get(`/nowhere/${encodeURIComponent(bob.handle)}/${sent.id}`, alice.token)).status).toBe(404);
+    expect((await op.client.get(`/nowhere/${encodeURIComponent(bob.handle)}/${sent.id}`, alice.token)).status).toBe(
+      404,
+    );
     expect((await op.client.request('DELETE', `/mailbox/${sent.id}`, { token: alice.token })).status).toBe(404);
     const after = await scrape();
 
-    const delta = (labels: Record<string, string>) => valueOf(after, 'roost_http_requests_total', labels) - valueOf(before, 'roost_http_requests_total', labels);
+    const delta = (labels: Record<string, string>) =>
+      valueOf(after, 'roost_http_requests_total', labels) - valueOf(before, 'roost_http_requests_total', labels);
     expect(delta({ route: '/messages', method: 'POST', status: '202' })).toBe(1);
     expect(delta({ route: '/messages/:id', method: 'GET', status: '200' })).toBe(1);
     expect(delta({ route: '/messages/:id', method: 'GET', status: '404' })).toBe(1);
@@ -270,13 +288,18 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     }
     expect(labelNamesOf(after, 'roost_http_requests_total')).toEqual(new Set(['route', 'method', 'status']));
 
-    const count = (route: string, method: string, s: Scrape) => valueOf(s, 'roost_http_request_duration_seconds_count', { route, method });
+    const count = (route: string, method: string, s: Scrape) =>
+      valueOf(s, 'roost_http_request_duration_seconds_count', { route, method });
     expect(count('/messages', 'POST', after) - count('/messages', 'POST', before)).toBe(1);
     expect(count('/messages/:id', 'GET', after) - count('/messages/:id', 'GET', before)).toBe(3);
-    const sum = (s: Scrape) => valueOf(s, 'roost_http_request_duration_seconds_sum', { route: '/messages', method: 'POST' });
+    const sum = (s: Scrape) =>
+      valueOf(s, 'roost_http_request_duration_seconds_sum', { route: '/messages', method: 'POST' });
     expect(sum(after)).toBeGreaterThan(sum(before));
     // Buckets: cumulative, ending in +Inf equal to the count.
-    const buckets = samplesOf(after, 'roost_http_request_duration_seconds_bucket', { route: '/messages', method: 'POST' });
+    const buckets = samplesOf(after, 'roost_http_request_duration_seconds_bucket', {
+      route: '/messages',
+      method: 'POST',
+    });
     expect(buckets.length).toBeGreaterThan(5);
     const inf = buckets.find((b) => b.labels.le === '+Inf')!;
     expect(inf.value).toBe(count('/messages', 'POST', after));
@@ -299,13 +322,17 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     expect(burst.map((r) => r.status)).toEqual(Array(24).fill(202));
     const after = await scrape();
 
-    const delta = (name: string, labels: Record<string, string> = {}) => valueOf(after, name, labels) - valueOf(before, name, labels);
+    const delta = (name: string, labels: Record<string, string> = {}) =>
+      valueOf(after, name, labels) - valueOf(before, name, labels);
     expect(delta('roost_envelopes_accepted_total', { result: 'stored' })).toBe(25);
     expect(delta('roost_envelopes_accepted_total', { result: 'replay' })).toBe(1);
     expect(delta('roost_envelopes_accepted_total', { result: 'refused' })).toBe(3);
     expect(delta('roost_envelopes_accepted_total', { result: 'failed' })).toBe(0);
-    expect(labelValues(after, 'roost_envelopes_accepted_total', 'result')).toEqual(expect.arrayContaining(['refused', 'replay', 'stored']));
-    for (const result of labelValues(after, 'roost_envelopes_accepted_total', 'result')) expect(['stored', 'replay', 'refused', 'failed']).toContain(result);
+    expect(labelValues(after, 'roost_envelopes_accepted_total', 'result')).toEqual(
+      expect.arrayContaining(['refused', 'replay', 'stored']),
+    );
+    for (const result of labelValues(after, 'roost_envelopes_accepted_total', 'result'))
+      expect(['stored', 'replay', 'refused', 'failed']).toContain(result);
 
     // Recipients: one envelope of 3 and 24 of 1.
     expect(delta('roost_envelope_recipients_count')).toBe(25);
@@ -331,9 +358,12 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     envelopeIds.add(receipt.body.id);
 
     // A fake AWS access key in the subject and the body: warned by default, blocked by a policy.
-    const key = `AKIA${ulid().slice(10, 26).replace(/[^A-Z0-9]/g, 'Q')}`;
+    const key = `AKIA${ulid()
+      .slice(10, 26)
+      .replace(/[^A-Z0-9]/g, 'Q')}`;
     secrets.add(key);
-    const leaky = (to: string) => envelope(to, { subject: `creds ${key}`, content_parts: [{ type: 'text', text: `aws_access_key_id = ${key}` }] });
+    const leaky = (to: string) =>
+      envelope(to, { subject: `creds ${key}`, content_parts: [{ type: 'text', text: `aws_access_key_id = ${key}` }] });
     const warned = await post(alice.token, leaky(bob.handle));
     expect(warned.status).toBe(202);
     expect(warned.body.warnings.map((w: { code: string }) => w.code)).toContain('secret');
@@ -342,12 +372,15 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     expect(blocked.status).toBe(422);
     const after = await scrape();
 
-    const delta = (name: string, labels: Record<string, string>) => valueOf(after, name, labels) - valueOf(before, name, labels);
+    const delta = (name: string, labels: Record<string, string>) =>
+      valueOf(after, name, labels) - valueOf(before, name, labels);
     expect(delta('roost_receipts_total', { status: 'accepted' })).toBe(1);
     expect(delta('roost_guard_findings_total', { code: 'secret', outcome: 'warned' })).toBe(1);
     expect(delta('roost_guard_findings_total', { code: 'secret', outcome: 'blocked' })).toBe(1);
-    for (const code of labelValues(after, 'roost_guard_findings_total', 'code')) expect(['secret', 'destructive', 'production', 'credential_request', 'large']).toContain(code);
-    for (const outcome of labelValues(after, 'roost_guard_findings_total', 'outcome')) expect(['warned', 'blocked', 'overridden']).toContain(outcome);
+    for (const code of labelValues(after, 'roost_guard_findings_total', 'code'))
+      expect(['secret', 'destructive', 'production', 'credential_request', 'large']).toContain(code);
+    for (const outcome of labelValues(after, 'roost_guard_findings_total', 'outcome'))
+      expect(['warned', 'blocked', 'overridden']).toContain(outcome);
     expect(after.text).not.toContain(key);
   });
 
@@ -363,10 +396,13 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     expect((await op.client.get('/mailbox?direction=sideways', alice.token)).status).toBe(400); // refused before listing
     const after = await scrape();
     const delta = (direction: string) =>
-      valueOf(after, 'roost_mailbox_list_duration_seconds_count', { direction }) - valueOf(before, 'roost_mailbox_list_duration_seconds_count', { direction });
+      valueOf(after, 'roost_mailbox_list_duration_seconds_count', { direction }) -
+      valueOf(before, 'roost_mailbox_list_duration_seconds_count', { direction });
     expect({ in: delta('in'), out: delta('out'), both: delta('both') }).toEqual({ in: 2, out: 1, both: 1 });
     expect(labelValues(after, 'roost_mailbox_list_duration_seconds', 'direction')).toEqual(['both', 'in', 'out']);
-    expect(valueOf(after, 'roost_mailbox_list_duration_seconds_sum')).toBeGreaterThan(valueOf(before, 'roost_mailbox_list_duration_seconds_sum'));
+    expect(valueOf(after, 'roost_mailbox_list_duration_seconds_sum')).toBeGreaterThan(
+      valueOf(before, 'roost_mailbox_list_duration_seconds_sum'),
+    );
   });
 
   it('Postgres: pool connections by state (in_use, idle, waiting) follow the load; query durations are observed', async () => {
@@ -394,11 +430,21 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     expect(inUse).toBeLessThanOrEqual(2);
     expect(waiting).toBeGreaterThan(0);
     // Once the load is gone nothing waits, and the pool never exceeds its size.
-    const idle = await until('the pool to settle', (s) => valueOf(s, 'roost_db_pool_connections', { state: 'waiting' }) === 0);
-    expect(valueOf(idle, 'roost_db_pool_connections', { state: 'in_use' }) + valueOf(idle, 'roost_db_pool_connections', { state: 'idle' })).toBeLessThanOrEqual(2);
+    const idle = await until(
+      'the pool to settle',
+      (s) => valueOf(s, 'roost_db_pool_connections', { state: 'waiting' }) === 0,
+    );
+    expect(
+      valueOf(idle, 'roost_db_pool_connections', { state: 'in_use' }) +
+        valueOf(idle, 'roost_db_pool_connections', { state: 'idle' }),
+    ).toBeLessThanOrEqual(2);
 
-    expect(valueOf(idle, 'roost_db_query_duration_seconds_count')).toBeGreaterThan(valueOf(before, 'roost_db_query_duration_seconds_count') + 40);
-    expect(valueOf(idle, 'roost_db_query_duration_seconds_sum')).toBeGreaterThan(valueOf(before, 'roost_db_query_duration_seconds_sum'));
+    expect(valueOf(idle, 'roost_db_query_duration_seconds_count')).toBeGreaterThan(
+      valueOf(before, 'roost_db_query_duration_seconds_count') + 40,
+    );
+    expect(valueOf(idle, 'roost_db_query_duration_seconds_sum')).toBeGreaterThan(
+      valueOf(before, 'roost_db_query_duration_seconds_sum'),
+    );
   });
 
   it('gateway: connections, frames sent by kind, replayed frames, backfills (gap, sweep), closes (revoked, ping_timeout), stream read lag, commit-to-socket', async () => {
@@ -411,19 +457,26 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     const two = await open(bob.token);
     await until('2 connections', (s) => valueOf(s, 'roost_ws_connections') === 2);
     const first = await send(alice.token, bob.handle);
-    await Promise.all([one, two].map((socket) => socket.until(() => socket.ids.includes(first.id), 5_000, 'the notify')));
+    await Promise.all(
+      [one, two].map((socket) => socket.until(() => socket.ids.includes(first.id), 5_000, 'the notify')),
+    );
     let s = await scrape();
-    const delta = (name: string, labels: Record<string, string> = {}) => valueOf(s, name, labels) - valueOf(baseline, name, labels);
+    const delta = (name: string, labels: Record<string, string> = {}) =>
+      valueOf(s, name, labels) - valueOf(baseline, name, labels);
     expect(delta('roost_ws_frames_sent_total', { kind: 'notify' })).toBe(2);
     expect(delta('roost_commit_to_socket_seconds_count')).toBe(2);
     expect(delta('roost_stream_read_lag_seconds_count')).toBeGreaterThanOrEqual(1);
     // Each lag is the read time minus its entry's time, in seconds: none is negative, none older than the suite.
     const lagSum = delta('roost_stream_read_lag_seconds_sum');
     expect(lagSum).toBeGreaterThanOrEqual(0);
-    expect(lagSum).toBeLessThanOrEqual((delta('roost_stream_read_lag_seconds_count') * (Date.now() - suiteStarted)) / 1000);
+    expect(lagSum).toBeLessThanOrEqual(
+      (delta('roost_stream_read_lag_seconds_count') * (Date.now() - suiteStarted)) / 1000,
+    );
 
     // A resume from the origin replays the one envelope, then replay.complete (a control frame).
-    const resumed = await open(bob.token, { query: { after_created_at: '0', after_envelope_id: `01${'0'.repeat(24)}` } });
+    const resumed = await open(bob.token, {
+      query: { after_created_at: '0', after_envelope_id: `01${'0'.repeat(24)}` },
+    });
     await resumed.until(() => resumed.frames.some((f) => f.op === 'replay.complete'), 5_000, 'replay.complete');
     s = await scrape();
     expect(delta('roost_ws_replayed_frames_total')).toBe(1);
@@ -440,7 +493,13 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     const next = await send(alice.token, bob.handle);
     await resumed.until(() => resumed.ids.includes(next.id), 5_000, 'the next notify');
     expect(resumed.ids).toEqual([first.id, lost.id, next.id]);
-    s = await until('gap backfills', (x) => valueOf(x, 'roost_ws_backfills_total', { cause: 'gap' }) - valueOf(baseline, 'roost_ws_backfills_total', { cause: 'gap' }) === 3);
+    s = await until(
+      'gap backfills',
+      (x) =>
+        valueOf(x, 'roost_ws_backfills_total', { cause: 'gap' }) -
+          valueOf(baseline, 'roost_ws_backfills_total', { cause: 'gap' }) ===
+        3,
+    );
 
     // A lost publish and no further traffic: the sweep (as after a Redis reconnect) fills it.
     publish = lose();
@@ -448,17 +507,32 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     publish.mockRestore();
     op.app.get(ConnectionsService).onResync();
     await resumed.until(() => resumed.ids.includes(swept.id), 5_000, 'the swept notify');
-    s = await until('sweep backfills', (x) => valueOf(x, 'roost_ws_backfills_total', { cause: 'sweep' }) - valueOf(baseline, 'roost_ws_backfills_total', { cause: 'sweep' }) === 3);
+    s = await until(
+      'sweep backfills',
+      (x) =>
+        valueOf(x, 'roost_ws_backfills_total', { cause: 'sweep' }) -
+          valueOf(baseline, 'roost_ws_backfills_total', { cause: 'sweep' }) ===
+        3,
+    );
     expect(labelValues(s, 'roost_ws_backfills_total', 'cause')).toEqual(['gap', 'sweep']);
 
     // A client that never answers pings is cut off: closed{reason="ping_timeout"}.
     const deaf = await open(bob.token, { autoPong: false });
     await deaf.untilClosed(5_000);
     expect(deaf.closeCode).toBe(1006); // terminated, no close frame
-    await until('a ping timeout', (x) => valueOf(x, 'roost_ws_closed_total', { reason: 'ping_timeout' }) > valueOf(baseline, 'roost_ws_closed_total', { reason: 'ping_timeout' }));
+    await until(
+      'a ping timeout',
+      (x) =>
+        valueOf(x, 'roost_ws_closed_total', { reason: 'ping_timeout' }) >
+        valueOf(baseline, 'roost_ws_closed_total', { reason: 'ping_timeout' }),
+    );
 
     // Rotating bob's token closes his three sockets 4001: closed{reason="revoked"}.
-    const rotated = await op.client.post(`/_admin/agents/${encodeURIComponent(bob.handle)}/rotate-token`, {}, op.adminToken);
+    const rotated = await op.client.post(
+      `/_admin/agents/${encodeURIComponent(bob.handle)}/rotate-token`,
+      {},
+      op.adminToken,
+    );
     expect(rotated.status).toBe(200);
     secrets.add(rotated.body.token);
     await Promise.all([one, two, resumed].map((socket) => socket.untilClosed(5_000)));
@@ -466,10 +540,14 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     s = await until('the revoked sockets to be forgotten', (x) => valueOf(x, 'roost_ws_connections') === 0);
     expect(delta('roost_ws_closed_total', { reason: 'revoked' })).toBe(3);
     expect(delta('roost_ws_closed_total', { reason: 'ping_timeout' })).toBe(1);
-    for (const reason of labelValues(s, 'roost_ws_closed_total', 'reason')) expect(['slow_consumer', 'revoked', 'ping_timeout', 'drain', 'error']).toContain(reason);
-    for (const kind of labelValues(s, 'roost_ws_frames_sent_total', 'kind')) expect(['notify', 'monitor', 'replay', 'control']).toContain(kind);
+    for (const reason of labelValues(s, 'roost_ws_closed_total', 'reason'))
+      expect(['slow_consumer', 'revoked', 'ping_timeout', 'drain', 'error']).toContain(reason);
+    for (const kind of labelValues(s, 'roost_ws_frames_sent_total', 'kind'))
+      expect(['notify', 'monitor', 'replay', 'control']).toContain(kind);
     // Every notify written live was timed from its commit.
-    expect(delta('roost_commit_to_socket_seconds_count')).toBe(delta('roost_ws_frames_sent_total', { kind: 'notify' }) - 6);
+    expect(delta('roost_commit_to_socket_seconds_count')).toBe(
+      delta('roost_ws_frames_sent_total', { kind: 'notify' }) - 6,
+    );
   });
 
   it('worker jobs: durations by job name on every run, failures by job name', async () => {
@@ -477,20 +555,28 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     const runs = (x: Scrape, name: string) => valueOf(x, 'roost_job_duration_seconds_count', { name });
     let s = await until(
       'both jobs to run twice',
-      (x) => runs(x, 'schedules.tick') >= runs(before, 'schedules.tick') + 2 && runs(x, 'retention.purge') >= runs(before, 'retention.purge') + 2,
+      (x) =>
+        runs(x, 'schedules.tick') >= runs(before, 'schedules.tick') + 2 &&
+        runs(x, 'retention.purge') >= runs(before, 'retention.purge') + 2,
     );
     expect(labelValues(s, 'roost_job_duration_seconds', 'name')).toEqual(['retention.purge', 'schedules.tick']);
     expect(valueOf(s, 'roost_job_duration_seconds_sum')).toBeGreaterThan(0);
 
     const failuresBefore = valueOf(s, 'roost_job_failures_total', { name: 'retention.purge' });
-    const purge = jest.spyOn(op.app.get(RetentionProcessor), 'purge').mockRejectedValueOnce(new Error('planted job failure'));
+    const purge = jest
+      .spyOn(op.app.get(RetentionProcessor), 'purge')
+      .mockRejectedValueOnce(new Error('planted job failure'));
     try {
-      s = await until('a failed purge', (x) => valueOf(x, 'roost_job_failures_total', { name: 'retention.purge' }) === failuresBefore + 1);
+      s = await until(
+        'a failed purge',
+        (x) => valueOf(x, 'roost_job_failures_total', { name: 'retention.purge' }) === failuresBefore + 1,
+      );
     } finally {
       purge.mockRestore();
     }
     expect(valueOf(s, 'roost_job_failures_total', { name: 'schedules.tick' })).toBe(0);
-    for (const name of labelValues(s, 'roost_job_failures_total', 'name')) expect(['retention.purge', 'schedules.tick']).toContain(name);
+    for (const name of labelValues(s, 'roost_job_failures_total', 'name'))
+      expect(['retention.purge', 'schedules.tick']).toContain(name);
   });
 
   it('schedules: firings by result (sent, refused), lag of the oldest due run while one is due', async () => {
@@ -500,14 +586,20 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     const before = await scrape();
     const start = Date.now() + 800;
     const schedule = async (to: string) => {
-      const reply = await op.client.post('/schedules', { envelope: { to: [to], subject: 'tick', content_parts: [{ type: 'text', text: 'tock' }] }, start_at: start }, alice.token);
+      const reply = await op.client.post(
+        '/schedules',
+        { envelope: { to: [to], subject: 'tick', content_parts: [{ type: 'text', text: 'tock' }] }, start_at: start },
+        alice.token,
+      );
       expect(reply.status).toBe(201);
       secrets.add(reply.body.id); // a schedule id is an id too
       return reply.body.id as string;
     };
     await schedule(bob.handle);
     await schedule(gone.handle);
-    expect((await op.client.delete(`/_admin/agents/${encodeURIComponent(gone.handle)}`, op.adminToken)).status).toBe(204);
+    expect((await op.client.delete(`/_admin/agents/${encodeURIComponent(gone.handle)}`, op.adminToken)).status).toBe(
+      204,
+    );
 
     // Sample the lag while the runs come due and fire: the tick that fires them reports how late
     // they are (up to one tick); once they are fired nothing is due and the lag is 0 again.
@@ -516,13 +608,18 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
       'both firings',
       (x) => {
         maxLag = Math.max(maxLag, valueOf(x, 'roost_schedule_lag_seconds'));
-        const fired = (result: string) => valueOf(x, 'roost_schedule_firings_total', { result }) - valueOf(before, 'roost_schedule_firings_total', { result });
+        const fired = (result: string) =>
+          valueOf(x, 'roost_schedule_firings_total', { result }) -
+          valueOf(before, 'roost_schedule_firings_total', { result });
         return fired('sent') === 1 && fired('refused') === 1;
       },
       10_000,
     );
-    expect(labelValues(s, 'roost_schedule_firings_total', 'result')).toEqual(expect.arrayContaining(['refused', 'sent']));
-    for (const result of labelValues(s, 'roost_schedule_firings_total', 'result')) expect(['sent', 'replayed', 'refused', 'error']).toContain(result);
+    expect(labelValues(s, 'roost_schedule_firings_total', 'result')).toEqual(
+      expect.arrayContaining(['refused', 'sent']),
+    );
+    for (const result of labelValues(s, 'roost_schedule_firings_total', 'result'))
+      expect(['sent', 'replayed', 'refused', 'error']).toContain(result);
     const settled = await until('the lag to return to 0', (x) => {
       maxLag = Math.max(maxLag, valueOf(x, 'roost_schedule_lag_seconds'));
       return valueOf(x, 'roost_schedule_lag_seconds') === 0;
@@ -530,7 +627,10 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     expect(maxLag).toBeGreaterThan(0);
     expect(maxLag).toBeLessThan(5);
     // The fired envelope reached bob, through the accept path (counted as stored).
-    expect(valueOf(settled, 'roost_envelopes_accepted_total', { result: 'stored' }) - valueOf(before, 'roost_envelopes_accepted_total', { result: 'stored' })).toBe(1);
+    expect(
+      valueOf(settled, 'roost_envelopes_accepted_total', { result: 'stored' }) -
+        valueOf(before, 'roost_envelopes_accepted_total', { result: 'stored' }),
+    ).toBe(1);
     const inbox = await op.client.get('/mailbox', bob.token);
     for (const header of inbox.body.envelope_headers) envelopeIds.add(header.id);
     expect(inbox.body.envelope_headers).toHaveLength(1);
@@ -544,9 +644,17 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     const before = await scrape();
     const ids = [(await send(alice.token, bob.handle)).id, (await send(alice.token, bob.handle)).id];
     const DAY = 24 * 60 * 60 * 1000;
-    await db.query('UPDATE mailbox_entries SET created_at = created_at - $2::bigint WHERE envelope_id = ANY($1)', [ids, 2 * DAY]);
-    await db.query('UPDATE envelopes SET created_at = created_at - $2::bigint, received_ms = received_ms - $2::bigint WHERE id = ANY($1)', [ids, 2 * DAY]);
-    const purged = (x: Scrape, table: string) => valueOf(x, 'roost_retention_purged_rows_total', { table }) - valueOf(before, 'roost_retention_purged_rows_total', { table });
+    await db.query('UPDATE mailbox_entries SET created_at = created_at - $2::bigint WHERE envelope_id = ANY($1)', [
+      ids,
+      2 * DAY,
+    ]);
+    await db.query(
+      'UPDATE envelopes SET created_at = created_at - $2::bigint, received_ms = received_ms - $2::bigint WHERE id = ANY($1)',
+      [ids, 2 * DAY],
+    );
+    const purged = (x: Scrape, table: string) =>
+      valueOf(x, 'roost_retention_purged_rows_total', { table }) -
+      valueOf(before, 'roost_retention_purged_rows_total', { table });
     // Bob's two entries, and the bodies (alice is in the same org, so she keeps 1 day too).
     const s = await until('the purge job', (x) => purged(x, 'mailbox_entries') === 2 && purged(x, 'envelopes') === 2);
     expect(labelValues(s, 'roost_retention_purged_rows_total', 'table')).toEqual(['envelopes', 'mailbox_entries']);
@@ -554,7 +662,10 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
   });
 
   it('accept lock fallbacks: a node whose mailbox state another node moved on counts one fallback', async () => {
-    const other = await startOperator({ databaseUrl: op.config.databaseUrl!, env: { ROOST_ADMIN_TOKEN: op.adminToken } });
+    const other = await startOperator({
+      databaseUrl: op.config.databaseUrl!,
+      env: { ROOST_ADMIN_TOKEN: op.adminToken },
+    });
     try {
       const alice = await agent('@mf.alice');
       const bob = await agent('@mf.bob');
@@ -564,7 +675,9 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
       expect((await other.client.post('/messages', envelope(bob.handle), alice.token)).status).toBe(202);
       expect((await post(alice.token, envelope(bob.handle))).status).toBe(202); // stale: moved on by the other
       const after = await scrape();
-      expect(valueOf(after, 'roost_accept_lock_fallbacks_total') - valueOf(before, 'roost_accept_lock_fallbacks_total')).toBe(1);
+      expect(
+        valueOf(after, 'roost_accept_lock_fallbacks_total') - valueOf(before, 'roost_accept_lock_fallbacks_total'),
+      ).toBe(1);
     } finally {
       await other.close();
     }
@@ -595,12 +708,15 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
       const s = await until(
         'redis errors',
         (x) =>
-          valueOf(x, 'roost_redis_errors_total', { component: 'publish' }) > valueOf(before, 'roost_redis_errors_total', { component: 'publish' }) &&
-          valueOf(x, 'roost_redis_errors_total', { component: 'rate_limit' }) > valueOf(before, 'roost_redis_errors_total', { component: 'rate_limit' }),
+          valueOf(x, 'roost_redis_errors_total', { component: 'publish' }) >
+            valueOf(before, 'roost_redis_errors_total', { component: 'publish' }) &&
+          valueOf(x, 'roost_redis_errors_total', { component: 'rate_limit' }) >
+            valueOf(before, 'roost_redis_errors_total', { component: 'rate_limit' }),
         10_000,
         broken,
       );
-      for (const component of labelValues(s, 'roost_redis_errors_total', 'component')) expect(['publish', 'read', 'control', 'rate_limit', 'auth_fail_limit', 'ws_limit']).toContain(component);
+      for (const component of labelValues(s, 'roost_redis_errors_total', 'component'))
+        expect(['publish', 'read', 'control', 'rate_limit', 'auth_fail_limit', 'ws_limit']).toContain(component);
       expect(labelNamesOf(s, 'roost_redis_errors_total')).toEqual(new Set(['component']));
       // An api node serves without Redis: ready, with Redis reported down (body and gauge).
       const ready = await fetch(`${broken.url}/readyz`);
@@ -619,7 +735,9 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
 
   /** No label value carries a handle, a token, an envelope or schedule id (or any ULID at all). */
   const checkLabels = async (s: Scrape) => {
-    const values = s.samples.flatMap((sample) => Object.values(sample.labels).map((value) => ({ series: sample.name, value })));
+    const values = s.samples.flatMap((sample) =>
+      Object.values(sample.labels).map((value) => ({ series: sample.name, value })),
+    );
     expect(values.length).toBeGreaterThan(100);
     const bad = values.filter(({ value }) => {
       if (/@|%40/.test(value)) return true;

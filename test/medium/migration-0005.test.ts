@@ -8,7 +8,17 @@ import { createTestDatabase } from '../support/database';
  * (the database refuses to drop a sender with stored envelopes; deleting one through the
  * repository keeps what it delivered and its handle). On Postgres and on PGlite.
  */
-const TABLES = ['orgs', 'agents', 'blocks', 'mailboxes', 'envelopes', 'mailbox_entries', 'files', 'schedules', 'retention_marks'];
+const TABLES = [
+  'orgs',
+  'agents',
+  'blocks',
+  'mailboxes',
+  'envelopes',
+  'mailbox_entries',
+  'files',
+  'schedules',
+  'retention_marks',
+];
 const T = 1_790_000_000_000;
 const ID = (n: number) => `01JZ${String(n).padStart(22, '0')}`;
 
@@ -16,16 +26,24 @@ const ID = (n: number) => `01JZ${String(n).padStart(22, '0')}`;
 async function writeOldData(database: Database): Promise<void> {
   const db = database.db;
   await sql`insert into orgs (name, admin_token_hash, retention_days, content_guard, max_agents, created_at, updated_at)
-            values ('oa', 'h-oa', null, 'warn', null, ${T}, ${T}), ('ob', 'h-ob', 30, 'block', 10, ${T}, ${T})`.execute(db);
+            values ('oa', 'h-oa', null, 'warn', null, ${T}, ${T}), ('ob', 'h-ob', 30, 'block', 10, ${T}, ${T})`.execute(
+    db,
+  );
   await sql`insert into agents (id, handle, owner, token_hash, policy, allowlist, display_name, description, card_body, visibility,
                                 content_guard, retention_days, created_at, updated_at)
             overriding system value values
               (1, '@oa.x', 'oa', 't1', 'open', '{}', 'X', 'desc', '# card', 'public', null, null, ${T}, ${T}),
               (2, '@ob.y', 'ob', 't2', 'allowlist', '{@oa.*}', 'Y', null, null, 'private', 'off', 7, ${T}, ${T}),
               (3, '@ob.z', 'ob', 't3', 'open', '{}', '@ob.z', null, null, 'private', null, null, ${T}, ${T}),
-              (4, '@solo.w', 'solo', 't4', 'open', '{}', '@solo.w', null, null, 'private', null, null, ${T}, ${T})`.execute(db);
-  await sql`insert into blocks (agent_id, blocked_handle, created_at) values (1, '@ob.z', ${T}), (3, '@oa.x', ${T})`.execute(db);
-  await sql`insert into mailboxes (agent_id, last_seq, last_created_at) values (1, 2, ${T + 5}), (2, 3, ${T + 4}), (3, 1, ${T + 4}), (4, 0, 0)`.execute(db);
+              (4, '@solo.w', 'solo', 't4', 'open', '{}', '@solo.w', null, null, 'private', null, null, ${T}, ${T})`.execute(
+    db,
+  );
+  await sql`insert into blocks (agent_id, blocked_handle, created_at) values (1, '@ob.z', ${T}), (3, '@oa.x', ${T})`.execute(
+    db,
+  );
+  await sql`insert into mailboxes (agent_id, last_seq, last_created_at) values (1, 2, ${T + 5}), (2, 3, ${T + 4}), (3, 1, ${T + 4}), (4, 0, 0)`.execute(
+    db,
+  );
   // x → y (1, 2), x → y+z (3), x → x (4), y → x receipt for 1 (5).
   const envelope = (n: number, sender: number, recipients: string[], receiptFor: string | null = null) =>
     sql`(${ID(n)}, ${sender}, ${T + n}, ${T + n}, ${`{"id":"${ID(n)}"}`}, ${`{"op":"envelope.notify","id":"${ID(n)}"}`},
@@ -49,7 +67,9 @@ async function writeOldData(database: Database): Promise<void> {
               ('file_2', 1, 'b.png', 'image/png', 1, '\\x04'::bytea, null, ${T}, ${T + 1000})`.execute(db);
   await sql`insert into schedules (id, owner_id, status, envelope, interval_ms, next_run_at, created_at, updated_at)
             values ('sch_1', 1, 'active', '{}', 60000, ${T + 60000}, ${T}, ${T})`.execute(db);
-  await sql`insert into retention_marks (mailbox_id, purged_created_at, purged_envelope_id) values (2, ${T}, ${ID(0)})`.execute(db);
+  await sql`insert into retention_marks (mailbox_id, purged_created_at, purged_envelope_id) values (2, ${T}, ${ID(0)})`.execute(
+    db,
+  );
 }
 
 /** Every row of every table as JSON, in a stable order (agents without the column 0005 adds). */
@@ -98,13 +118,17 @@ describe.each(['postgres', 'pglite'] as const)('migration 0005 on %s: deletion k
 
     expect(await migrate(database, migrations)).toEqual(['0005_deletion_keeps_delivered']);
     expect(await snapshot(database)).toEqual(before);
-    const live = await sql<{ n: number }>`select count(*)::int as n from agents where deleted_at is null and token_hash is not null`.execute(database.db);
+    const live = await sql<{
+      n: number;
+    }>`select count(*)::int as n from agents where deleted_at is null and token_hash is not null`.execute(database.db);
     expect(live.rows[0].n).toBe(4);
 
     // The database refuses to drop a sender whose envelopes are stored (no more cascade)…
     await expect(sql`delete from agents where id = 1`.execute(database.db)).rejects.toMatchObject({ code: '23503' });
     // …and a live agent must hold a token, a deleted one must not.
-    await expect(sql`update agents set token_hash = null where id = 3`.execute(database.db)).rejects.toMatchObject({ code: '23514' });
+    await expect(sql`update agents set token_hash = null where id = 3`.execute(database.db)).rejects.toMatchObject({
+      code: '23514',
+    });
     expect(await snapshot(database)).toEqual(before);
 
     // Deleting @oa.x the new way: y's and z's entries and the envelopes they hold stay, with the
@@ -119,13 +143,29 @@ describe.each(['postgres', 'pglite'] as const)('migration 0005 on %s: deletion k
     expect(after.blocks).toEqual(before.blocks.filter((row: any) => row.agent_id !== 1));
     expect(after.schedules).toEqual([]);
     expect((after.mailboxes as any[]).map((row) => row.agent_id)).toEqual([2, 3, 4]);
-    const tombstone = await sql<any>`select handle, token_hash, deleted_at, allowlist, card_body from agents where id = 1`.execute(database.db);
-    expect(tombstone.rows).toEqual([{ handle: '@oa.x', token_hash: null, deleted_at: T + 100, allowlist: [], card_body: null }]);
+    const tombstone =
+      await sql<any>`select handle, token_hash, deleted_at, allowlist, card_body from agents where id = 1`.execute(
+        database.db,
+      );
+    expect(tombstone.rows).toEqual([
+      { handle: '@oa.x', token_hash: null, deleted_at: T + 100, allowlist: [], card_body: null },
+    ]);
     expect(await agents.findByHandle('@oa.x')).toBeUndefined();
-    expect(await agents.create({
-      handle: '@oa.x', owner: 'oa', token_hash: 'new', policy: 'open', display_name: '@oa.x', description: null,
-      card_body: null, visibility: 'private', content_guard: null, retention_days: null, created_at: T + 200,
-    })).toBe('exists');
+    expect(
+      await agents.create({
+        handle: '@oa.x',
+        owner: 'oa',
+        token_hash: 'new',
+        policy: 'open',
+        display_name: '@oa.x',
+        description: null,
+        card_body: null,
+        visibility: 'private',
+        content_guard: null,
+        retention_days: null,
+        created_at: T + 200,
+      }),
+    ).toBe('exists');
     // An agent that delivered nothing is gone outright: its handle is free at once.
     expect(await agents.delete(4, T + 100)).toBe(true);
     expect((await sql`select 1 from agents where id = 4`.execute(database.db)).rows).toEqual([]);

@@ -19,7 +19,12 @@ describe('RedisFrameBus.close after a Redis outage (private redis-server)', () =
     await server?.kill();
   });
 
-  const subscriber: FrameSubscriber = { onFrame: () => undefined, onMonitor: () => undefined, onControl: () => undefined, onResync: () => undefined };
+  const subscriber: FrameSubscriber = {
+    onFrame: () => undefined,
+    onMonitor: () => undefined,
+    onControl: () => undefined,
+    onResync: () => undefined,
+  };
 
   async function readingBus(): Promise<RedisFrameBus> {
     const bus = new RedisFrameBus({ url: server.url, prefix: `roost-test:${ulid()}:`, partitions: 4, maxLen: 1000 });

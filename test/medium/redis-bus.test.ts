@@ -26,7 +26,9 @@ describe('RedisFrameBus.publish', () => {
 
   const delivery = (mailboxId: number, seq: number, envelopeId: string) => ({
     committed_at: Date.now(),
-    frames: [{ mailbox_id: mailboxId, seq, envelope_id: envelopeId, created_at: 1000 + seq, header: `{"id":"${envelopeId}"}` }],
+    frames: [
+      { mailbox_id: mailboxId, seq, envelope_id: envelopeId, created_at: 1000 + seq, header: `{"id":"${envelopeId}"}` },
+    ],
     monitor: [],
   });
 
@@ -110,7 +112,12 @@ describe('RedisFrameBus.stats', () => {
 
   it('a subscribed holder that keeps up shows no lag', async () => {
     const seen: number[] = [];
-    holder.subscribe({ onFrame: (frame) => seen.push(frame.seq), onMonitor: () => undefined, onControl: () => undefined, onResync: () => undefined });
+    holder.subscribe({
+      onFrame: (frame) => seen.push(frame.seq),
+      onMonitor: () => undefined,
+      onControl: () => undefined,
+      onResync: () => undefined,
+    });
     await holder.hold(7); // partition 3
     for (let seq = 1; seq <= 5; seq++) await publisher.publish(delivery(7, seq));
     const deadline = Date.now() + 5_000;
@@ -158,7 +165,8 @@ describe('RedisFrameBus subscribers', () => {
   it('delivers every frame to each subscriber, and a partition held while the reader blocks ends that block', async () => {
     const seen = { a: [] as string[], b: [] as string[] };
     const subscriber = (name: 'a' | 'b') => ({
-      onFrame: (frame: { mailbox_id: number; envelope_id: string }) => seen[name].push(`${frame.mailbox_id}:${frame.envelope_id}`),
+      onFrame: (frame: { mailbox_id: number; envelope_id: string }) =>
+        seen[name].push(`${frame.mailbox_id}:${frame.envelope_id}`),
       onMonitor: () => undefined,
       onControl: () => undefined,
       onResync: () => undefined,
@@ -173,7 +181,11 @@ describe('RedisFrameBus subscribers', () => {
     expect(calls).toHaveBeenCalledWith('CLIENT', 'UNBLOCK', internals.readerId);
     calls.mockRestore();
     const id = ulid();
-    await bus.publish({ committed_at: Date.now(), frames: [{ mailbox_id: 2, seq: 1, envelope_id: id, created_at: 1, header: '{}' }], monitor: [] });
+    await bus.publish({
+      committed_at: Date.now(),
+      frames: [{ mailbox_id: 2, seq: 1, envelope_id: id, created_at: 1, header: '{}' }],
+      monitor: [],
+    });
     await until(() => seen.a.length > 0 && seen.b.length > 0);
     expect(seen).toEqual({ a: [`2:${id}`], b: [`2:${id}`] });
   });

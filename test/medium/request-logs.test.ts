@@ -32,7 +32,14 @@ describe('request log context', () => {
   beforeAll(async () => {
     const database = await createTestDatabase();
     drop = database.drop;
-    const config = loadConfig({ DATABASE_URL: database.url, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'info', ROOST_RATE_LIMIT_PER_S: '0', PORT: '0', ROOST_METRICS_PORT: '0' });
+    const config = loadConfig({
+      DATABASE_URL: database.url,
+      ROOST_ADMIN_TOKEN: adminToken,
+      ROOST_LOG_LEVEL: 'info',
+      ROOST_RATE_LIMIT_PER_S: '0',
+      PORT: '0',
+      ROOST_METRICS_PORT: '0',
+    });
     app = (await buildRoostApp(config, createLogger(config, sink))).app;
     await app.listen({ port: 0, host: '127.0.0.1' });
     client = new TestClient(`http://127.0.0.1:${(app.getHttpServer().address() as { port: number }).port}`);
@@ -65,13 +72,24 @@ describe('request log context', () => {
         client.request('POST', '/messages', {
           token: send.token,
           headers: { 'x-request-id': send.reqId },
-          body: { id: send.id, to: ['@logs.inbox'], date_ms: Date.now(), content_parts: [{ type: 'text', text: send.reqId }] },
+          body: {
+            id: send.id,
+            to: ['@logs.inbox'],
+            date_ms: Date.now(),
+            content_parts: [{ type: 'text', text: send.reqId }],
+          },
         }),
       ),
     );
     expect(replies.map((reply) => reply.status)).toEqual(sends.map(() => 202));
     for (const send of sends) {
-      expect(accessLine(send.reqId)).toMatchObject({ route: '/messages', method: 'POST', status: 202, agent: send.handle, envelope_id: send.id });
+      expect(accessLine(send.reqId)).toMatchObject({
+        route: '/messages',
+        method: 'POST',
+        status: 202,
+        agent: send.handle,
+        envelope_id: send.id,
+      });
     }
     // A request without X-Request-Id gets a generated one; an unauthenticated one names no agent.
     expect((await client.get('/mailbox', 'not-a-token')).status).toBe(401);
@@ -86,11 +104,17 @@ describe('request log context', () => {
     const fetch = jest.spyOn(app.get(MessagesService), 'fetch');
     try {
       fetch.mockRejectedValueOnce(new Error('planted failure'));
-      const failed = await client.request('GET', `/messages/${ulid()}`, { token: carol, headers: { 'x-request-id': 'fails-500' } });
+      const failed = await client.request('GET', `/messages/${ulid()}`, {
+        token: carol,
+        headers: { 'x-request-id': 'fails-500' },
+      });
       expect(failed.status).toBe(500);
       expect(failed.body).toEqual({ error: { code: 'INTERNAL_ERROR', message: 'internal error' } });
       fetch.mockRejectedValueOnce(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
-      const unavailable = await client.request('GET', `/messages/${ulid()}`, { token: carol, headers: { 'x-request-id': 'fails-503' } });
+      const unavailable = await client.request('GET', `/messages/${ulid()}`, {
+        token: carol,
+        headers: { 'x-request-id': 'fails-503' },
+      });
       expect(unavailable.status).toBe(503);
     } finally {
       fetch.mockRestore();
@@ -98,7 +122,9 @@ describe('request log context', () => {
     const error = lines.find((line) => line.level === 'error' && line.req_id === 'fails-500');
     expect(error).toMatchObject({ context: 'http', agent: '@logs.carol', msg: 'internal error' });
     expect(String(error?.stack)).toContain('planted failure');
-    expect(lines.find((line) => line.level === 'warn' && line.req_id === 'fails-503')).toMatchObject({ agent: '@logs.carol' });
+    expect(lines.find((line) => line.level === 'warn' && line.req_id === 'fails-503')).toMatchObject({
+      agent: '@logs.carol',
+    });
     expect(accessLine('fails-500')).toMatchObject({ status: 500, agent: '@logs.carol' });
   });
 
@@ -119,7 +145,9 @@ describe('request log context', () => {
     expect(String(error?.stack)).toContain('planted upgrade failure');
     expect(String(error?.stack)).toMatch(/\n\s+at /); // a stack, not only the message
     // A refusal that is the client's doing (a bad token) is not an error line.
-    expect((await refusal(base, { token: 'not-a-token', headers: { 'x-request-id': 'upgrade-401' } })).status).toBe(401);
+    expect((await refusal(base, { token: 'not-a-token', headers: { 'x-request-id': 'upgrade-401' } })).status).toBe(
+      401,
+    );
     expect(lines.find((line) => line.level === 'error' && line.req_id === 'upgrade-401')).toBeUndefined();
   });
 });

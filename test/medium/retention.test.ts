@@ -54,21 +54,35 @@ describe('retention (EXTENSIONS.md §6)', () => {
     expect(patched.body.retention_days).toBe(retentionDays);
   };
   const agentRetention = async (handle: string, retentionDays: number | null) => {
-    const patched = await op.client.patch(`/_admin/agents/${encodeURIComponent(handle)}`, { retention_days: retentionDays }, op.adminToken);
+    const patched = await op.client.patch(
+      `/_admin/agents/${encodeURIComponent(handle)}`,
+      { retention_days: retentionDays },
+      op.adminToken,
+    );
     expect(patched.status).toBe(200);
   };
 
   /** Send one envelope and return its id and created_at. */
   const send = async (from: TestAgent, to: string[], text: string): Promise<{ id: string; created_at: number }> => {
-    const reply = await op.client.post('/messages', { id: ulid(), to, date_ms: Date.now(), subject: text, content_parts: [{ type: 'text', text }] }, from.token);
+    const reply = await op.client.post(
+      '/messages',
+      { id: ulid(), to, date_ms: Date.now(), subject: text, content_parts: [{ type: 'text', text }] },
+      from.token,
+    );
     expect(reply.status).toBe(202);
     return { id: reply.body.id, created_at: reply.body.created_at };
   };
 
   /** Move envelopes (and every mailbox entry of them) `days` into the past. */
   const age = async (ids: string[], days: number) => {
-    await db.query('UPDATE mailbox_entries SET created_at = created_at - $2::bigint WHERE envelope_id = ANY($1)', [ids, days * DAY]);
-    await db.query('UPDATE envelopes SET created_at = created_at - $2::bigint, received_ms = received_ms - $2::bigint WHERE id = ANY($1)', [ids, days * DAY]);
+    await db.query('UPDATE mailbox_entries SET created_at = created_at - $2::bigint WHERE envelope_id = ANY($1)', [
+      ids,
+      days * DAY,
+    ]);
+    await db.query(
+      'UPDATE envelopes SET created_at = created_at - $2::bigint, received_ms = received_ms - $2::bigint WHERE id = ANY($1)',
+      [ids, days * DAY],
+    );
   };
   const positionOf = async (mailbox: string, id: string): Promise<Cursor> => {
     const { rows } = await db.query(
@@ -116,7 +130,10 @@ describe('retention (EXTENSIONS.md §6)', () => {
     const carol10 = await send(alice, [carol.handle], 'wombat ten');
     const erin3 = await send(dave, [erin.handle], 'wombat erin');
     const newBob = [await send(alice, [bob.handle], 'wombat fresh'), await send(alice, [bob.handle], 'wombat fresher')];
-    await age([...oldBob, shared].map((e) => e.id), 8);
+    await age(
+      [...oldBob, shared].map((e) => e.id),
+      8,
+    );
     await age([carol40.id], 40);
     await age([carol10.id], 10);
     await age([erin3.id], 3);
@@ -169,7 +186,10 @@ describe('retention (EXTENSIONS.md §6)', () => {
     const old = [];
     for (let i = 0; i < 4; i++) old.push(await send(alice, [bob.handle], `old ${i}`));
     const kept = [await send(alice, [bob.handle], 'kept 0'), await send(alice, [bob.handle], 'kept 1')];
-    await age(old.map((e) => e.id), 6);
+    await age(
+      old.map((e) => e.id),
+      6,
+    );
     const positions = await Promise.all(old.map((e) => positionOf(bob.handle, e.id)));
     const keptPositions = await Promise.all(kept.map((e) => positionOf(bob.handle, e.id)));
     await processor.purge();
@@ -187,7 +207,12 @@ describe('retention (EXTENSIONS.md §6)', () => {
     // A cursor inside the purged range: told it missed something, then everything retained.
     const stale = await resume(positions[1]);
     try {
-      expect(stale.frames.map((f) => f.op)).toEqual(['cursor.expired', 'envelope.notify', 'envelope.notify', 'replay.complete']);
+      expect(stale.frames.map((f) => f.op)).toEqual([
+        'cursor.expired',
+        'envelope.notify',
+        'envelope.notify',
+        'replay.complete',
+      ]);
       expect(stale.frames[0]).toEqual({ op: 'cursor.expired', oldest: keptPositions[0] });
       expect(stale.notifies.map((f) => f.id)).toEqual(kept.map((e) => e.id));
       expect(stale.frames[3]).toEqual({ op: 'replay.complete', cursor: keptPositions[1], replayed: 2 });
@@ -233,10 +258,18 @@ describe('retention (EXTENSIONS.md §6)', () => {
     // Every 5th envelope is also held by an agent without retention: its body must stay, and the
     // batches must walk past it rather than stop at a batch that deletes fewer than BATCH.
     const old = [];
-    for (let i = 0; i < 50; i++) old.push(await send(alice, i % 5 === 0 ? [bob.handle, keeper.handle] : [bob.handle], `batch ${i}`));
+    for (let i = 0; i < 50; i++)
+      old.push(await send(alice, i % 5 === 0 ? [bob.handle, keeper.handle] : [bob.handle], `batch ${i}`));
     const held = old.filter((_, i) => i % 5 === 0).map((e) => e.id);
-    const fresh = [await send(alice, [bob.handle], 'new 0'), await send(alice, [bob.handle], 'new 1'), await send(alice, [bob.handle], 'new 2')];
-    await age(old.map((e) => e.id), 2);
+    const fresh = [
+      await send(alice, [bob.handle], 'new 0'),
+      await send(alice, [bob.handle], 'new 1'),
+      await send(alice, [bob.handle], 'new 2'),
+    ];
+    await age(
+      old.map((e) => e.id),
+      2,
+    );
     const { rows } = await db.query<{ id: string }>('SELECT id::text FROM agents WHERE handle = $1', [bob.handle]);
     const bobId = Number(rows[0].id);
 
@@ -262,7 +295,9 @@ describe('retention (EXTENSIONS.md §6)', () => {
     expect(await metric('roost_retention_purged_rows_total', '{table="mailbox_entries"}')).toBe(before + 50);
 
     expect(await inbox(bob.token)).toEqual(fresh.map((e) => e.id));
-    const { rows: left } = await db.query('SELECT id FROM envelopes WHERE id = ANY($1) ORDER BY id', [old.map((e) => e.id)]);
+    const { rows: left } = await db.query('SELECT id FROM envelopes WHERE id = ANY($1) ORDER BY id', [
+      old.map((e) => e.id),
+    ]);
     expect(left.map((r) => r.id)).toEqual([...held].sort());
     for (const e of old.slice(0, 5)) expect(await fetchStatus(bob.token, e.id)).toBe(404);
     expect(await inbox(keeper.token)).toEqual(held);
@@ -275,8 +310,13 @@ describe('retention (EXTENSIONS.md §6)', () => {
     const old = [];
     for (let i = 0; i < 20; i++) old.push(await send(gone, [reader.handle], `from the departed ${i}`));
     const young = [await send(gone, [reader.handle], 'young 0'), await send(gone, [reader.handle], 'young 1')];
-    await age(old.map((e) => e.id), 2);
-    expect((await op.client.delete(`/_admin/agents/${encodeURIComponent(gone.handle)}`, op.adminToken)).status).toBe(204);
+    await age(
+      old.map((e) => e.id),
+      2,
+    );
+    expect((await op.client.delete(`/_admin/agents/${encodeURIComponent(gone.handle)}`, op.adminToken)).status).toBe(
+      204,
+    );
     const handlesBefore = await metric('roost_retention_purged_rows_total', '{table="agents"}');
 
     // The reader's old entries go on its org's schedule; the deleted sender's envelopes no mailbox
@@ -285,11 +325,16 @@ describe('retention (EXTENSIONS.md §6)', () => {
     expect(await processor.purge()).toEqual({ entries: 20, envelopes: 20, handles: 0 });
     expect(await inbox(reader.token)).toEqual(young.map((e) => e.id));
     for (const e of young) expect((await op.client.get(`/messages/${e.id}`, reader.token)).body.from).toBe(gone.handle);
-    const { rows: left } = await db.query('SELECT id FROM envelopes WHERE id = ANY($1) ORDER BY id', [[...old, ...young].map((e) => e.id)]);
+    const { rows: left } = await db.query('SELECT id FROM envelopes WHERE id = ANY($1) ORDER BY id', [
+      [...old, ...young].map((e) => e.id),
+    ]);
     expect(left.map((r) => r.id)).toEqual(young.map((e) => e.id).sort());
     expect((await op.client.post('/_admin/agents', { handle: gone.handle }, op.adminToken)).status).toBe(409);
 
-    await age(young.map((e) => e.id), 2);
+    await age(
+      young.map((e) => e.id),
+      2,
+    );
     expect(await processor.purge()).toEqual({ entries: 2, envelopes: 2, handles: 1 });
     expect(await metric('roost_retention_purged_rows_total', '{table="agents"}')).toBe(handlesBefore + 1);
     expect((await op.client.post('/_admin/agents', { handle: gone.handle }, op.adminToken)).status).toBe(201);

@@ -45,7 +45,10 @@ describe('schedules (EXTENSIONS.md §3)', () => {
     handle: string;
     token: string;
   }
-  const agent = async (handle: string, fields: Record<string, unknown> = {}): Promise<TestAgent> => ({ handle, token: await op.agent(handle, fields) });
+  const agent = async (handle: string, fields: Record<string, unknown> = {}): Promise<TestAgent> => ({
+    handle,
+    token: await op.agent(handle, fields),
+  });
   /** A fresh owner name and two agents under it: the schedule owner and its recipient. */
   const pair = async (): Promise<{ o: string; alice: TestAgent; bob: TestAgent }> => {
     const o = `sc${++owners}`;
@@ -76,7 +79,8 @@ describe('schedules (EXTENSIONS.md §3)', () => {
     expect(reply.status).toBe(200);
     return reply.body.envelope_headers as any[];
   };
-  const fromSchedule = async (token: string, scheduleId: string) => (await inbox(token)).filter((h) => h.schedule_id === scheduleId);
+  const fromSchedule = async (token: string, scheduleId: string) =>
+    (await inbox(token)).filter((h) => h.schedule_id === scheduleId);
 
   const expectError = (reply: Reply, status: number, code: string, what = '') => {
     expect({ what, status: reply.status, code: reply.body?.error?.code }).toEqual({ what, status, code });
@@ -127,9 +131,26 @@ describe('schedules (EXTENSIONS.md §3)', () => {
     it('a repeating schedule without start_at fires first one interval after creation; with start_at, at start_at', async () => {
       const { alice, bob } = await pair();
       const plain = await created(alice.token, { envelope: message(bob.handle), interval_ms: 90_000, max_count: 4 });
-      expect(plain).toMatchObject({ status: 'active', interval_ms: 90_000, max_count: 4, end_at: null, next_run_at: now + 90_000, send_count: 0 });
-      const started = await created(alice.token, { envelope: message(bob.handle), interval_ms: MIN_INTERVAL, end_at: now + 10 * MIN_INTERVAL, start_at: now + 7 });
-      expect(started).toMatchObject({ interval_ms: MIN_INTERVAL, max_count: null, end_at: now + 10 * MIN_INTERVAL, next_run_at: now + 7 });
+      expect(plain).toMatchObject({
+        status: 'active',
+        interval_ms: 90_000,
+        max_count: 4,
+        end_at: null,
+        next_run_at: now + 90_000,
+        send_count: 0,
+      });
+      const started = await created(alice.token, {
+        envelope: message(bob.handle),
+        interval_ms: MIN_INTERVAL,
+        end_at: now + 10 * MIN_INTERVAL,
+        start_at: now + 7,
+      });
+      expect(started).toMatchObject({
+        interval_ms: MIN_INTERVAL,
+        max_count: null,
+        end_at: now + 10 * MIN_INTERVAL,
+        next_run_at: now + 7,
+      });
       for (const id of [plain.id, started.id]) await op.client.delete(`/schedules/${id}`, alice.token);
     });
 
@@ -162,12 +183,20 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       const guarded = await agent(`@${o}.guarded`, { policy: 'allowlist' });
       expectError(await create(alice.token, { envelope: message('not a handle') }), 400, 'INVALID_HANDLE');
       expectError(await create(alice.token, { envelope: { to: [bob.handle] } }), 400, 'INVALID_CONTENT');
-      expectError(await create(alice.token, { envelope: message(bob.handle, { content_parts: [] }) }), 400, 'INVALID_CONTENT');
+      expectError(
+        await create(alice.token, { envelope: message(bob.handle, { content_parts: [] }) }),
+        400,
+        'INVALID_CONTENT',
+      );
       for (const to of [`@${o}.nobody`, guarded.handle]) {
         const reply = await create(alice.token, { envelope: message(to), interval_ms: MIN_INTERVAL, max_count: 2 });
         expect(reply.status).toBe(404);
         // Exactly what POST /messages answers for the same recipient.
-        const direct = await op.client.post('/messages', { ...message(to), id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y', date_ms: now }, alice.token);
+        const direct = await op.client.post(
+          '/messages',
+          { ...message(to), id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y', date_ms: now },
+          alice.token,
+        );
         expect(reply.body).toEqual(direct.body);
         expect(reply.body).toEqual({ error: { code: 'NOT_FOUND', message: 'not found' } });
       }
@@ -182,7 +211,12 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       await created(alice.token, body);
       expect((await op.client.patch(`/schedules/${second.id}`, { status: 'paused' }, alice.token)).status).toBe(200);
       expectError(await create(alice.token, body), 429, 'QUOTA_EXCEEDED', 'a paused schedule still counts');
-      expectError(await create(alice.token, { envelope: message(bob.handle) }), 429, 'QUOTA_EXCEEDED', 'one-shots count too');
+      expectError(
+        await create(alice.token, { envelope: message(bob.handle) }),
+        429,
+        'QUOTA_EXCEEDED',
+        'one-shots count too',
+      );
       // The quota is per agent: bob is not affected.
       const bobs = await created(bob.token, { envelope: message(alice.handle), start_at: now + 1_000 });
       expect((await op.client.delete(`/schedules/${first.id}`, alice.token)).status).toBe(200);
@@ -193,10 +227,13 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       await op.client.delete(`/schedules/${bobs.id}`, bob.token);
       // Concurrent creations cannot overshoot the quota.
       const { alice: carol, bob: dave } = await pair();
-      const replies = await Promise.all(Array.from({ length: 8 }, () => create(carol.token, { envelope: message(dave.handle), start_at: now + 1_000 })));
+      const replies = await Promise.all(
+        Array.from({ length: 8 }, () => create(carol.token, { envelope: message(dave.handle), start_at: now + 1_000 })),
+      );
       expect(replies.filter((r) => r.status === 201)).toHaveLength(QUOTA);
       expect(replies.filter((r) => r.status === 429)).toHaveLength(8 - QUOTA);
-      for (const r of replies.filter((r) => r.status === 201)) await op.client.delete(`/schedules/${r.body.id}`, carol.token);
+      for (const r of replies.filter((r) => r.status === 201))
+        await op.client.delete(`/schedules/${r.body.id}`, carol.token);
     });
   });
 
@@ -228,12 +265,18 @@ describe('schedules (EXTENSIONS.md §3)', () => {
 
     it('a paused schedule does not fire; resuming fires the missed run once, then stays on its grid', async () => {
       const { alice, bob } = await pair();
-      const schedule = await created(alice.token, { envelope: message(bob.handle), interval_ms: MIN_INTERVAL, max_count: 5 });
+      const schedule = await created(alice.token, {
+        envelope: message(bob.handle),
+        interval_ms: MIN_INTERVAL,
+        max_count: 5,
+      });
       const paused = await op.client.patch(`/schedules/${schedule.id}`, { status: 'paused' }, alice.token);
       expect(paused.status).toBe(200);
       expect(paused.body).toEqual({ ...schedule, status: 'paused', updated_at: now });
       // Pausing twice is a no-op.
-      expect((await op.client.patch(`/schedules/${schedule.id}`, { status: 'paused' }, alice.token)).body).toEqual(paused.body);
+      expect((await op.client.patch(`/schedules/${schedule.id}`, { status: 'paused' }, alice.token)).body).toEqual(
+        paused.body,
+      );
 
       for (let i = 0; i < 4; i++) {
         advance(MIN_INTERVAL);
@@ -256,8 +299,18 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       expect((after.next_run_at - schedule.next_run_at) % MIN_INTERVAL).toBe(0);
       expect(after.next_run_at - now).toBeLessThanOrEqual(MIN_INTERVAL);
 
-      expectError(await op.client.patch(`/schedules/${schedule.id}`, { status: 'cancelled' }, alice.token), 400, 'INVALID_SCHEDULE', 'only paused|active');
-      expectError(await op.client.patch(`/schedules/${schedule.id}`, {}, alice.token), 400, 'INVALID_SCHEDULE', 'no status');
+      expectError(
+        await op.client.patch(`/schedules/${schedule.id}`, { status: 'cancelled' }, alice.token),
+        400,
+        'INVALID_SCHEDULE',
+        'only paused|active',
+      );
+      expectError(
+        await op.client.patch(`/schedules/${schedule.id}`, {}, alice.token),
+        400,
+        'INVALID_SCHEDULE',
+        'no status',
+      );
       await op.client.delete(`/schedules/${schedule.id}`, alice.token);
     });
 
@@ -276,8 +329,16 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       expect(await inbox(bob.token)).toEqual([]);
       // Cancelling again answers the same; a cancelled schedule is final.
       expect((await op.client.delete(`/schedules/${schedule.id}`, alice.token)).body).toEqual(cancelled.body);
-      expectError(await op.client.patch(`/schedules/${schedule.id}`, { status: 'active' }, alice.token), 400, 'INVALID_SCHEDULE');
-      expectError(await op.client.patch(`/schedules/${schedule.id}`, { status: 'paused' }, alice.token), 400, 'INVALID_SCHEDULE');
+      expectError(
+        await op.client.patch(`/schedules/${schedule.id}`, { status: 'active' }, alice.token),
+        400,
+        'INVALID_SCHEDULE',
+      );
+      expectError(
+        await op.client.patch(`/schedules/${schedule.id}`, { status: 'paused' }, alice.token),
+        400,
+        'INVALID_SCHEDULE',
+      );
       expect((await show(alice.token, schedule.id)).status).toBe('cancelled');
     });
   });
@@ -296,12 +357,23 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       const headers = await inbox(bob.token);
       expect(headers).toHaveLength(1);
       const [header] = headers;
-      expect(header).toMatchObject({ from: alice.handle, to: [bob.handle], subject: 'standup', date_ms: startAt, schedule_id: schedule.id });
+      expect(header).toMatchObject({
+        from: alice.handle,
+        to: [bob.handle],
+        subject: 'standup',
+        date_ms: startAt,
+        schedule_id: schedule.id,
+      });
       expect(isEnvelopeId(header.id)).toBe(true);
       // The body is an ordinary envelope with the template's content.
       const body = await op.client.get(`/messages/${header.id}`, bob.token);
       expect(body.status).toBe(200);
-      expect(body.body).toMatchObject({ id: header.id, from: alice.handle, date_ms: startAt, content_parts: [{ type: 'text', text: 'what did you do yesterday?' }] });
+      expect(body.body).toMatchObject({
+        id: header.id,
+        from: alice.handle,
+        date_ms: startAt,
+        content_parts: [{ type: 'text', text: 'what did you do yesterday?' }],
+      });
 
       expect(await show(alice.token, schedule.id)).toEqual({
         ...schedule,
@@ -319,7 +391,11 @@ describe('schedules (EXTENSIONS.md §3)', () => {
 
     it('a repeating schedule fires every interval with a fresh envelope id each time, and max_count completes it', async () => {
       const { alice, bob } = await pair();
-      const schedule = await created(alice.token, { envelope: message(bob.handle), interval_ms: MIN_INTERVAL, max_count: 3 });
+      const schedule = await created(alice.token, {
+        envelope: message(bob.handle),
+        interval_ms: MIN_INTERVAL,
+        max_count: 3,
+      });
       const first = schedule.next_run_at as number;
       for (let run = 1; run <= 3; run++) {
         advance(MIN_INTERVAL - 1);
@@ -345,18 +421,30 @@ describe('schedules (EXTENSIONS.md §3)', () => {
 
     it('end_at completes a repeating schedule once the next slot would fall after it', async () => {
       const { alice, bob } = await pair();
-      const schedule = await created(alice.token, { envelope: message(bob.handle), interval_ms: MIN_INTERVAL, end_at: now + 2.5 * MIN_INTERVAL });
+      const schedule = await created(alice.token, {
+        envelope: message(bob.handle),
+        interval_ms: MIN_INTERVAL,
+        end_at: now + 2.5 * MIN_INTERVAL,
+      });
       for (let i = 0; i < 4; i++) {
         advance(MIN_INTERVAL);
         await tick();
       }
       expect(await fromSchedule(bob.token, schedule.id)).toHaveLength(2);
-      expect(await show(alice.token, schedule.id)).toMatchObject({ status: 'completed', send_count: 2, next_run_at: null });
+      expect(await show(alice.token, schedule.id)).toMatchObject({
+        status: 'completed',
+        send_count: 2,
+        next_run_at: null,
+      });
     });
 
     it('runs missed while workers were down fire once on recovery (no burst), and next_run_at is the next grid slot after now', async () => {
       const { alice, bob } = await pair();
-      const schedule = await created(alice.token, { envelope: message(bob.handle), interval_ms: MIN_INTERVAL, max_count: 100 });
+      const schedule = await created(alice.token, {
+        envelope: message(bob.handle),
+        interval_ms: MIN_INTERVAL,
+        max_count: 100,
+      });
       const first = schedule.next_run_at as number;
       advance(MIN_INTERVAL);
       await tick();
@@ -383,16 +471,35 @@ describe('schedules (EXTENSIONS.md §3)', () => {
     it('a firing the accept path refuses sets failed with last_error: recipient deleted, recipient blocks the owner', async () => {
       const { o, alice, bob } = await pair();
       const carol = await agent(`@${o}.carol`);
-      const toCarol = await created(alice.token, { envelope: message(carol.handle), interval_ms: MIN_INTERVAL, max_count: 3 });
-      const toBob = await created(bob.token, { envelope: message(alice.handle), interval_ms: MIN_INTERVAL, max_count: 3 });
-      expect((await op.client.delete(`/_admin/agents/${encodeURIComponent(carol.handle)}`, op.adminToken)).status).toBeLessThan(300);
+      const toCarol = await created(alice.token, {
+        envelope: message(carol.handle),
+        interval_ms: MIN_INTERVAL,
+        max_count: 3,
+      });
+      const toBob = await created(bob.token, {
+        envelope: message(alice.handle),
+        interval_ms: MIN_INTERVAL,
+        max_count: 3,
+      });
+      expect(
+        (await op.client.delete(`/_admin/agents/${encodeURIComponent(carol.handle)}`, op.adminToken)).status,
+      ).toBeLessThan(300);
       expect((await op.client.post('/agents/me/blocks', { handle: bob.handle }, alice.token)).status).toBe(201);
       advance(MIN_INTERVAL);
       await tick();
 
-      for (const [token, schedule] of [[alice.token, toCarol], [bob.token, toBob]] as const) {
+      for (const [token, schedule] of [
+        [alice.token, toCarol],
+        [bob.token, toBob],
+      ] as const) {
         const state = await show(token, schedule.id);
-        expect(state).toMatchObject({ status: 'failed', send_count: 0, last_sent_at: null, last_envelope_id: null, updated_at: now });
+        expect(state).toMatchObject({
+          status: 'failed',
+          send_count: 0,
+          last_sent_at: null,
+          last_envelope_id: null,
+          updated_at: now,
+        });
         expect(state.last_error).toEqual(expect.stringContaining('NOT_FOUND'));
       }
       expect(await inbox(alice.token)).toEqual([]);
@@ -402,7 +509,9 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       expect(await inbox(alice.token)).toEqual([]);
 
       // Once the policy admits it again, resuming clears last_error and the run goes out.
-      expect((await op.client.delete(`/agents/me/blocks/${encodeURIComponent(bob.handle)}`, alice.token)).status).toBe(200);
+      expect((await op.client.delete(`/agents/me/blocks/${encodeURIComponent(bob.handle)}`, alice.token)).status).toBe(
+        200,
+      );
       const resumed = await op.client.patch(`/schedules/${toBob.id}`, { status: 'active' }, bob.token);
       expect(resumed.body).toMatchObject({ status: 'active', last_error: null });
       await tick();
@@ -419,7 +528,11 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       for (let i = 0; i < 7; i++) {
         const owner = await agent(`@sc${++owners}.owner`);
         for (let j = 0; j < QUOTA; j++) {
-          const s = await created(owner.token, { envelope: message(recipient.handle), interval_ms: MIN_INTERVAL, max_count: 3 });
+          const s = await created(owner.token, {
+            envelope: message(recipient.handle),
+            interval_ms: MIN_INTERVAL,
+            max_count: 3,
+          });
           schedules.push({ token: owner.token, id: s.id });
         }
       }
@@ -438,7 +551,11 @@ describe('schedules (EXTENSIONS.md §3)', () => {
 
     it('a worker that dies after the envelope committed but before recording the run: its lease expires and the retry replays the same envelope', async () => {
       const { alice, bob } = await pair();
-      const schedule = await created(alice.token, { envelope: message(bob.handle), interval_ms: MIN_INTERVAL, max_count: 2 });
+      const schedule = await created(alice.token, {
+        envelope: message(bob.handle),
+        interval_ms: MIN_INTERVAL,
+        max_count: 2,
+      });
       const replayedBefore = await metric('roost_schedule_firings_total', '{result="replayed"}');
 
       // The "dead" worker: the envelope commits, then recordRun never happens and the lease is
@@ -456,7 +573,11 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       }
       const sent = await fromSchedule(bob.token, schedule.id);
       expect(sent).toHaveLength(1);
-      expect(await show(alice.token, schedule.id)).toMatchObject({ send_count: 0, last_envelope_id: null, status: 'active' });
+      expect(await show(alice.token, schedule.id)).toMatchObject({
+        send_count: 0,
+        last_envelope_id: null,
+        status: 'active',
+      });
 
       // While the lease holds, no other worker takes the run.
       advance(LEASE - 1_000);
@@ -470,7 +591,11 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       const after = await fromSchedule(bob.token, schedule.id);
       expect(after).toHaveLength(1);
       expect(after[0].id).toBe(sent[0].id);
-      expect(await show(alice.token, schedule.id)).toMatchObject({ send_count: 1, last_envelope_id: sent[0].id, status: 'active' });
+      expect(await show(alice.token, schedule.id)).toMatchObject({
+        send_count: 1,
+        last_envelope_id: sent[0].id,
+        status: 'active',
+      });
       expect(await metric('roost_schedule_firings_total', '{result="replayed"}')).toBe(replayedBefore + 1);
 
       // Run 2 is a new envelope, and completes the schedule.
@@ -499,7 +624,11 @@ describe('schedules (EXTENSIONS.md §3)', () => {
       await tick();
       const sent = await fromSchedule(bob.token, schedule.id);
       expect(sent).toHaveLength(1);
-      expect(await show(alice.token, schedule.id)).toMatchObject({ send_count: 1, status: 'completed', last_envelope_id: sent[0].id });
+      expect(await show(alice.token, schedule.id)).toMatchObject({
+        send_count: 1,
+        status: 'completed',
+        last_envelope_id: sent[0].id,
+      });
     });
   });
 

@@ -13,7 +13,12 @@ async function reachable(kind: 'postgres' | 'redis', url: string): Promise<void>
     await client.connect();
     await client.end();
   } else {
-    const redis = new Redis(url, { lazyConnect: true, connectTimeout: 3000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const redis = new Redis(url, {
+      lazyConnect: true,
+      connectTimeout: 3000,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     await redis.connect();
     await redis.quit();
   }
@@ -35,7 +40,9 @@ export default async function globalSetup(): Promise<void> {
       const container = await new PostgreSqlContainer(images.postgres).start();
       containers.push(container);
       databaseUrl = container.getConnectionUri();
-      process.stderr.write(`\ntest services: Postgres from ${images.postgres} (testcontainers) at ${container.getHost()}:${container.getPort()}\n`);
+      process.stderr.write(
+        `\ntest services: Postgres from ${images.postgres} (testcontainers) at ${container.getHost()}:${container.getPort()}\n`,
+      );
     }
     if (!redisUrl) {
       const { RedisContainer } = await import('@testcontainers/redis');

@@ -73,7 +73,8 @@ export class PgBouncer {
   /** Start and wait until a client gets through to the first database; throws with its log. */
   static async start(options: PgBouncerOptions): Promise<PgBouncer> {
     const binary = pgbouncerBinary();
-    if (!binary) throw new Error('pgbouncer is not installed (Debian package "pgbouncer"; CI installs it with .ci/pgbouncer.sh)');
+    if (!binary)
+      throw new Error('pgbouncer is not installed (Debian package "pgbouncer"; CI installs it with .ci/pgbouncer.sh)');
     const upstream = new URL(options.upstream);
     const user = decodeURIComponent(upstream.username || 'postgres');
     const password = decodeURIComponent(upstream.password);
@@ -120,7 +121,12 @@ export class PgBouncer {
       }),
     );
     const keep = (chunk: Buffer) => {
-      bouncer.output.push(...chunk.toString().split('\n').filter((line) => line !== ''));
+      bouncer.output.push(
+        ...chunk
+          .toString()
+          .split('\n')
+          .filter((line) => line !== ''),
+      );
       if (bouncer.output.length > 200) bouncer.output.splice(0, bouncer.output.length - 200);
     };
     child.stdout.on('data', keep);
@@ -142,7 +148,9 @@ export class PgBouncer {
       } catch (error) {
         if (Date.now() > deadline) {
           await bouncer.stop();
-          throw new Error(`pgbouncer on ${port} not ready: ${(error as Error).message}\n${bouncer.output.join('\n')}`, { cause: error });
+          throw new Error(`pgbouncer on ${port} not ready: ${(error as Error).message}\n${bouncer.output.join('\n')}`, {
+            cause: error,
+          });
         }
       } finally {
         await client.end().catch(() => undefined);
@@ -153,7 +161,9 @@ export class PgBouncer {
 
   /** The URL a client uses for one of the configured databases. */
   url(alias: string): string {
-    const auth = this.password ? `${encodeURIComponent(this.user)}:${encodeURIComponent(this.password)}` : encodeURIComponent(this.user);
+    const auth = this.password
+      ? `${encodeURIComponent(this.user)}:${encodeURIComponent(this.password)}`
+      : encodeURIComponent(this.user);
     return `postgres://${auth}@127.0.0.1:${this.port}/${alias}`;
   }
 

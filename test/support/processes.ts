@@ -101,7 +101,13 @@ export class TestProcess {
     const { script = ROOST_MAIN, args = [], env } = this.options;
     const child = spawn(process.execPath, [script, ...args], {
       // No metrics listener unless a test asks for one (ROOST_METRICS_PORT): its default port would collide.
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ROOST_METRICS_PORT: '0', ...env, PORT: String(this.port) },
+      env: {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '',
+        ROOST_METRICS_PORT: '0',
+        ...env,
+        PORT: String(this.port),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
@@ -156,7 +162,8 @@ export class TestProcess {
       } catch {
         // not listening yet
       }
-      if (Date.now() > deadline) throw new Error(`${this.name} not healthy after ${timeoutMs} ms:\n${this.output.join('\n')}`);
+      if (Date.now() > deadline)
+        throw new Error(`${this.name} not healthy after ${timeoutMs} ms:\n${this.output.join('\n')}`);
       await sleep(100);
     }
   }
@@ -213,7 +220,11 @@ export function pidAlive(pid: number): boolean {
  * What every e2e operator process of one test shares: its database, the shared Redis under a
  * prefix of its own, quiet logs, loopback, no request rate limit. `extra` adds or overrides.
  */
-export function operatorEnv(databaseUrl: string, adminToken: string, extra: Record<string, string> = {}): Record<string, string> {
+export function operatorEnv(
+  databaseUrl: string,
+  adminToken: string,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     DATABASE_URL: databaseUrl,
     REDIS_URL: testRedisUrl(),

@@ -39,7 +39,15 @@ export async function counts(db: pg.Pool): Promise<Counts> {
 
 /** One md5 per table (row count prefixed, so a diff shows which table moved and by how much). */
 export type TableDigests = Record<
-  'orgs' | 'agents' | 'blocks' | 'mailboxes' | 'envelopes' | 'mailbox_entries' | 'files' | 'schedules' | 'retention_marks',
+  | 'orgs'
+  | 'agents'
+  | 'blocks'
+  | 'mailboxes'
+  | 'envelopes'
+  | 'mailbox_entries'
+  | 'files'
+  | 'schedules'
+  | 'retention_marks',
   string
 >;
 

@@ -40,7 +40,8 @@ export class Listener {
     ws.on('message', (data) => {
       const text = (data as Buffer).toString();
       const frame = JSON.parse(text);
-      const schema = frame.op === 'envelope.notify' ? 'header' : frame.op === 'monitor.fact' ? 'monitor-fact' : undefined;
+      const schema =
+        frame.op === 'envelope.notify' ? 'header' : frame.op === 'monitor.fact' ? 'monitor-fact' : undefined;
       if (schema) {
         const violations = responseViolations(schema, frame);
         // Thrown from a socket event this would crash the run; recorded, it fails the next `until`.
@@ -83,7 +84,10 @@ export class Listener {
       if (this.violations.length > 0) throw new Error(this.violations.join('\n'));
       if (predicate()) return;
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; ${this.frames.length} frames, close ${this.closeCode}`);
+      if (left <= 0)
+        throw new Error(
+          `timed out after ${timeoutMs} ms waiting for ${what}; ${this.frames.length} frames, close ${this.closeCode}`,
+        );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, Math.min(left, 250));
         this.waiters.push(() => {
@@ -104,7 +108,7 @@ export class Listener {
 }
 
 function target(baseUrl: string, options: ConnectOptions): string {
-  const url = new URL((options.path ?? '/connect'), baseUrl.replace(/^http/, 'ws'));
+  const url = new URL(options.path ?? '/connect', baseUrl.replace(/^http/, 'ws'));
   for (const [key, value] of Object.entries(options.query ?? {})) url.searchParams.set(key, value);
   if (options.tokenInQuery && options.token !== undefined) url.searchParams.set('token', options.token);
   return url.toString();
@@ -119,7 +123,10 @@ function headersOf(options: ConnectOptions): Record<string, string> {
 /** Open a socket; rejects with a `Refusal` when the upgrade is refused. */
 export function connect(baseUrl: string, options: ConnectOptions = {}): Promise<Listener> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(target(baseUrl, options), { headers: headersOf(options), autoPong: options.autoPong ?? true });
+    const ws = new WebSocket(target(baseUrl, options), {
+      headers: headersOf(options),
+      autoPong: options.autoPong ?? true,
+    });
     const listener = new Listener(ws);
     ws.once('open', () => resolve(listener));
     ws.once('unexpected-response', (_request, response) => {
@@ -132,11 +139,13 @@ export function connect(baseUrl: string, options: ConnectOptions = {}): Promise<
         } catch {
           // not JSON
         }
-        reject(Object.assign<Error, object>(new Error(`upgrade refused: ${response.statusCode}`), {
-          status: response.statusCode ?? 0,
-          body,
-          headers: response.headers,
-        }));
+        reject(
+          Object.assign<Error, object>(new Error(`upgrade refused: ${response.statusCode}`), {
+            status: response.statusCode ?? 0,
+            body,
+            headers: response.headers,
+          }),
+        );
       });
     });
     ws.once('error', (error) => reject(error));
@@ -154,4 +163,3 @@ export async function refusal(baseUrl: string, options: ConnectOptions = {}): Pr
   }
   throw new Error('the upgrade was accepted');
 }
-

@@ -72,7 +72,8 @@ import { SearchService } from './search/search.service';
     {
       provide: JobQueueStats,
       inject: [CONFIG],
-      useFactory: (config: Config) => (config.redisUrl === null ? null : new JobQueueStats({ url: config.redisUrl, prefix: config.redisPrefix })),
+      useFactory: (config: Config) =>
+        config.redisUrl === null ? null : new JobQueueStats({ url: config.redisUrl, prefix: config.redisPrefix }),
     },
   ],
 })

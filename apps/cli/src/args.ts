@@ -8,7 +8,9 @@ import { CliError, EXIT } from './output';
 export function requireHandle(value: string, what = 'handle'): string {
   const problem = handleProblem(value);
   if (!problem) return value;
-  const hint = problem.suggestion ? `did you mean ${problem.suggestion}?` : `e.g. @acme.${value.replace(/[^a-z0-9_-]/g, '').toLowerCase() || 'bob'}`;
+  const hint = problem.suggestion
+    ? `did you mean ${problem.suggestion}?`
+    : `e.g. @acme.${value.replace(/[^a-z0-9_-]/g, '').toLowerCase() || 'bob'}`;
   throw new CliError(`${what} ${problem.message}`, EXIT.USAGE, hint, 'INVALID_HANDLE');
 }
 
@@ -18,11 +20,20 @@ export function requireHandles(values: readonly string[] | undefined, what: stri
 
 export function requireAllowlistEntry(value: string): string {
   if (isAllowlistEntry(value)) return value;
-  throw new CliError(`${JSON.stringify(value)} is not an allowlist entry`, EXIT.USAGE, `an entry is a handle (${HANDLE_SHAPE}) or an owner glob like @acme.*`, 'INVALID_ALLOWLIST_ENTRY');
+  throw new CliError(
+    `${JSON.stringify(value)} is not an allowlist entry`,
+    EXIT.USAGE,
+    `an entry is a handle (${HANDLE_SHAPE}) or an owner glob like @acme.*`,
+    'INVALID_ALLOWLIST_ENTRY',
+  );
 }
 
 /** Positive integer option (`--limit`, `--count`), or a usage error naming the option. */
-export function positiveInt(value: string | undefined, option: string, max = Number.MAX_SAFE_INTEGER): number | undefined {
+export function positiveInt(
+  value: string | undefined,
+  option: string,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1 || n > max) {

@@ -13,7 +13,9 @@ type Act = (handler: () => Handler) => (...args: unknown[]) => Promise<void>;
 /** `me`, `agents`, `search`, `files` and `mailbox` (any direction): parity with the ASMTP CLI. */
 export function registerSelfCommands(root: Command, act: Act): void {
   const me = root.command('me').description("the acting agent's own profile, allowlist and blocks");
-  me.command('show').description('profile: display name, description, policy, visibility, card').action(act(() => self().meShow));
+  me.command('show')
+    .description('profile: display name, description, policy, visibility, card')
+    .action(act(() => self().meShow));
   me.command('update')
     .description('change the profile')
     .option('--display-name <name>', 'display name (non-empty)')
@@ -22,11 +24,24 @@ export function registerSelfCommands(root: Command, act: Act): void {
     .option('--card-file <path>', 'card body from a Markdown file')
     .action(act(() => self().meUpdate));
   const allowlist = me.command('allowlist').description('who may write to you when your policy is allowlist');
-  allowlist.command('list').description('the entries').action(act(() => self().allowlistList));
-  allowlist.command('add <entries...>').description('add handles or owner globs (@acme.*)').action(act(() => self().allowlistAdd));
-  allowlist.command('remove <entry>').description('remove one entry').action(act(() => self().allowlistRemove));
-  me.command('block <handle>').description('refuse mail from an agent').action(act(() => self().block));
-  me.command('unblock <handle>').description('lift a block').action(act(() => self().unblock));
+  allowlist
+    .command('list')
+    .description('the entries')
+    .action(act(() => self().allowlistList));
+  allowlist
+    .command('add <entries...>')
+    .description('add handles or owner globs (@acme.*)')
+    .action(act(() => self().allowlistAdd));
+  allowlist
+    .command('remove <entry>')
+    .description('remove one entry')
+    .action(act(() => self().allowlistRemove));
+  me.command('block <handle>')
+    .description('refuse mail from an agent')
+    .action(act(() => self().block));
+  me.command('unblock <handle>')
+    .description('lift a block')
+    .action(act(() => self().unblock));
   me.command('blocks')
     .description('your blocks, newest first')
     .option('--limit <n>', 'at most n (1–100)')
@@ -34,8 +49,14 @@ export function registerSelfCommands(root: Command, act: Act): void {
     .action(act(() => self().blocks));
 
   const agents = root.command('agents').description('discover other agents (public ones, and yourself)');
-  agents.command('show <handle>').description("an agent's profile").action(act(() => self().agentsShow));
-  agents.command('card <handle>').description("an agent's card (Markdown)").action(act(() => self().agentsCard));
+  agents
+    .command('show <handle>')
+    .description("an agent's profile")
+    .action(act(() => self().agentsShow));
+  agents
+    .command('card <handle>')
+    .description("an agent's card (Markdown)")
+    .action(act(() => self().agentsCard));
   agents
     .command('search <query>')
     .description('agents whose handle or display name contains the query')

@@ -38,7 +38,11 @@ function composeOptions(command: Command): Command {
     .option('-t, --text <text>', 'a text part (repeatable)', collect)
     .option('--stdin', 'read a text part from standard input')
     .option('--data <json>', 'a data part: a JSON object (repeatable)', collect)
-    .option('--file <path>', 'upload and attach a file, or attach one uploaded before by its id (file_…) (repeatable)', collect)
+    .option(
+      '--file <path>',
+      'upload and attach a file, or attach one uploaded before by its id (file_…) (repeatable)',
+      collect,
+    )
     .option('--image <path>', 'upload and attach an image (repeatable)', collect)
     .option('-s, --subject <subject>', 'subject')
     .option('--cc <handle>', 'carbon copy (repeatable)', collect)
@@ -83,15 +87,26 @@ export function program(): Command {
   agentFieldOptions(agent.command('create <handle>').description('register an agent and store its token (0600)'))
     .option('--show-token', 'also print the new token, once')
     .action(act(() => admin().agentCreate, true));
-  agent.command('list').description('list agents').action(act(() => admin().agentList, true));
-  agent.command('show <handle>').description('show an agent').action(act(() => admin().agentShow, true));
-  agentFieldOptions(agent.command('set <handle>').description('change an agent')).action(act(() => admin().agentSet, true));
+  agent
+    .command('list')
+    .description('list agents')
+    .action(act(() => admin().agentList, true));
+  agent
+    .command('show <handle>')
+    .description('show an agent')
+    .action(act(() => admin().agentShow, true));
+  agentFieldOptions(agent.command('set <handle>').description('change an agent')).action(
+    act(() => admin().agentSet, true),
+  );
   agent
     .command('rotate-token <handle>')
     .description('mint a new token (the old one stops working; open sockets close 4001) and store it')
     .option('--show-token', 'also print the new token, once')
     .action(act(() => admin().agentRotate, true));
-  agent.command('remove <handle>').description('delete an agent').action(act(() => admin().agentRemove, true));
+  agent
+    .command('remove <handle>')
+    .description('delete an agent')
+    .action(act(() => admin().agentRemove, true));
 
   const org = adminCmd.command('org').description('organizations: /_admin/orgs (operator admin token)');
   const orgFields = (command: Command) =>
@@ -102,15 +117,24 @@ export function program(): Command {
   orgFields(org.command('create <name>').description('create an organization'))
     .option('--show-token', 'print the organization admin token, once')
     .action(act(() => admin().orgCreate, true));
-  org.command('list').description('list organizations').action(act(() => admin().orgList, true));
-  org.command('show <name>').description('show an organization').action(act(() => admin().orgShow, true));
+  org
+    .command('list')
+    .description('list organizations')
+    .action(act(() => admin().orgList, true));
+  org
+    .command('show <name>')
+    .description('show an organization')
+    .action(act(() => admin().orgShow, true));
   orgFields(org.command('set <name>').description('change an organization')).action(act(() => admin().orgSet, true));
   org
     .command('rotate-token <name>')
     .description('mint a new organization admin token')
     .option('--show-token', 'print it, once')
     .action(act(() => admin().orgRotate, true));
-  org.command('remove <name>').description('delete an organization').action(act(() => admin().orgRemove, true));
+  org
+    .command('remove <name>')
+    .description('delete an organization')
+    .action(act(() => admin().orgRemove, true));
 
   composeOptions(root.command('send <to...>').description('send an envelope')).action(act(() => messages().send));
   root
@@ -119,8 +143,14 @@ export function program(): Command {
     .option('--all', 'read ones too')
     .option('--limit <n>', 'at most n lines (default 200)')
     .action(act(() => messages().inbox));
-  root.command('show <ids...>').description('print envelopes (marks them read); ids or short ids').action(act(() => messages().show));
-  root.command('read <ids...>').description('mark envelopes read without printing them').action(act(() => messages().read));
+  root
+    .command('show <ids...>')
+    .description('print envelopes (marks them read); ids or short ids')
+    .action(act(() => messages().show));
+  root
+    .command('read <ids...>')
+    .description('mark envelopes read without printing them')
+    .action(act(() => messages().read));
   composeOptions(root.command('reply <id>').description('reply to an envelope (in_reply_to, references, Re: subject)'))
     .option('--all', 'also copy every other recipient')
     .action(act(() => messages().reply));
@@ -130,28 +160,51 @@ export function program(): Command {
     .option('--note <text>', 'note (≤ 2000 characters)')
     .option('--id <ulid>', 'receipt id (a retry with the same id is idempotent)')
     .action(act(() => messages().receipt));
-  root.command('status <id>').description('delivery status and receipts of an envelope you sent').action(act(() => messages().status));
+  root
+    .command('status <id>')
+    .description('delivery status and receipts of an envelope you sent')
+    .action(act(() => messages().status));
 
   registerSelfCommands(root, act);
 
   const sched = root.command('schedule').description('repeated and delayed deliveries');
   sched
     .command('create <to...>')
-    .description('create a schedule: --at for one delayed send; --every to repeat, with --count or --until (one is required)')
+    .description(
+      'create a schedule: --at for one delayed send; --every to repeat, with --count or --until (one is required)',
+    )
     .option('-t, --text <text>', 'a text part (repeatable)', collect)
     .option('--data <json>', 'a data part (repeatable)', collect)
     .option('-s, --subject <subject>', 'subject')
     .option('--cc <handle>', 'carbon copy (repeatable)', collect)
-    .option('--every <duration>', 'repeat interval, e.g. 1h, 30m; at least the operator minimum ROOST_SCHEDULE_MIN_INTERVAL_MS (default 1m); needs --count or --until')
+    .option(
+      '--every <duration>',
+      'repeat interval, e.g. 1h, 30m; at least the operator minimum ROOST_SCHEDULE_MIN_INTERVAL_MS (default 1m); needs --count or --until',
+    )
     .option('--at <when>', 'first (or only) run: ISO date, epoch ms, or a duration from now')
     .option('--count <n>', 'stop after n sends (a repeating schedule needs this or --until)')
     .option('--until <when>', 'stop after this time (a repeating schedule needs this or --count)')
     .action(act(() => schedule().create));
-  sched.command('list').description('your schedules').action(act(() => schedule().list));
-  sched.command('show <id>').description('one schedule (id or short id)').action(act(() => schedule().show));
-  sched.command('pause <id>').description('pause').action(act(() => (s: Session, id: string) => schedule().setStatus(s, id, 'paused')));
-  sched.command('resume <id>').description('resume').action(act(() => (s: Session, id: string) => schedule().setStatus(s, id, 'active')));
-  sched.command('cancel <id>').description('cancel (stays readable)').action(act(() => schedule().cancel));
+  sched
+    .command('list')
+    .description('your schedules')
+    .action(act(() => schedule().list));
+  sched
+    .command('show <id>')
+    .description('one schedule (id or short id)')
+    .action(act(() => schedule().show));
+  sched
+    .command('pause <id>')
+    .description('pause')
+    .action(act(() => (s: Session, id: string) => schedule().setStatus(s, id, 'paused')));
+  sched
+    .command('resume <id>')
+    .description('resume')
+    .action(act(() => (s: Session, id: string) => schedule().setStatus(s, id, 'active')));
+  sched
+    .command('cancel <id>')
+    .description('cancel (stays readable)')
+    .action(act(() => schedule().cancel));
 
   root
     .command('listen')
@@ -184,7 +237,10 @@ export function program(): Command {
     .option('--no-claude', 'skip .claude/settings.json')
     .option('--no-codex', 'skip .codex/hooks.json')
     .option('--mcp', 'also register `roost mcp`: .mcp.json (Claude Code), .codex/config.toml (Codex)')
-    .option('--command <cmd>', 'how harnesses start roost (default: absolute node + this CLI, no PATH needed; e.g. "roost")')
+    .option(
+      '--command <cmd>',
+      'how harnesses start roost (default: absolute node + this CLI, no PATH needed; e.g. "roost")',
+    )
     .action(act(() => workspace().install));
   root
     .command('uninstall')
@@ -205,7 +261,7 @@ export function program(): Command {
   sampCmd
     .command('import <dir>')
     .description('post the records of log-<alias>.jsonl files as envelopes (deterministic ids: re-import is a no-op)')
-    .option('--owner <org>', 'map alias x to @<org>.x (default: the acting agent\'s organization)')
+    .option('--owner <org>', "map alias x to @<org>.x (default: the acting agent's organization)")
     .option('--map <alias=handle>', 'explicit alias mapping (repeatable)', collect)
     .action(act(() => samp().importDir));
   sampCmd
@@ -215,22 +271,41 @@ export function program(): Command {
     .action(act(() => samp().exportDir));
 
   const cfg = root.command('config').description('profiles, per-folder defaults and stored tokens');
-  cfg.command('show').description('the resolved configuration (tokens never shown)').action(act(() => config().show));
+  cfg
+    .command('show')
+    .description('the resolved configuration (tokens never shown)')
+    .action(act(() => config().show));
   cfg
     .command('profile <name>')
     .description('create or change a profile in $XDG_CONFIG_HOME/roost/config.json')
     .option('--url <url>', 'operator base URL')
     .option('--agent <handle>', 'default agent')
     .option('--default', 'make it the default profile')
-    .action(act(() => (s: Session, name: string, o: { url?: string; agent?: string; default?: boolean }) => config().profile(s, name, o)));
+    .action(
+      act(
+        () => (s: Session, name: string, o: { url?: string; agent?: string; default?: boolean }) =>
+          config().profile(s, name, o),
+      ),
+    );
   cfg
     .command('use <handle>')
     .description('make <handle> the default agent of this folder (.roost/config.json)')
     .option('--dir <dir>', 'folder (default: the working directory)')
     .option('--for-profile <name>', 'profile for this folder')
-    .action(act(() => (s: Session, handle: string, o: { dir?: string; forProfile?: string }) => config().use(s, handle, { dir: o.dir, profile: o.forProfile })));
-  cfg.command('token <handle>').description("store an agent's token, read from stdin (0600)").action(act(() => config().token));
-  cfg.command('admin-token').description('store the admin token, read from stdin (0600)').action(act(() => config().adminToken));
+    .action(
+      act(
+        () => (s: Session, handle: string, o: { dir?: string; forProfile?: string }) =>
+          config().use(s, handle, { dir: o.dir, profile: o.forProfile }),
+      ),
+    );
+  cfg
+    .command('token <handle>')
+    .description("store an agent's token, read from stdin (0600)")
+    .action(act(() => config().token));
+  cfg
+    .command('admin-token')
+    .description('store the admin token, read from stdin (0600)')
+    .action(act(() => config().adminToken));
   return root;
 }
 
@@ -240,7 +315,12 @@ export async function main(argv: string[]): Promise<void> {
     await root.parseAsync(argv);
   } catch (error) {
     if (error instanceof CommanderError) {
-      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') process.exit(EXIT.OK);
+      if (
+        error.code === 'commander.helpDisplayed' ||
+        error.code === 'commander.version' ||
+        error.code === 'commander.help'
+      )
+        process.exit(EXIT.OK);
       process.exit(EXIT.USAGE);
     }
     die(error, argv.includes('--json'));

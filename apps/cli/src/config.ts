@@ -166,7 +166,8 @@ export function resolveContext(flags: Flags = {}, env: NodeJS.ProcessEnv = proce
  */
 export function normalizeUrl(url: string): string {
   let text = url.trim();
-  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(text) && /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d+)?(\/|$)/i.test(text)) text = `http://${text}`;
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(text) && /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d+)?(\/|$)/i.test(text))
+    text = `http://${text}`;
   return text.replace(/\/+$/, '');
 }
 
@@ -206,11 +207,17 @@ export function storeAdminToken(profile: string, token: string, env?: NodeJS.Pro
 }
 
 /** Create or update a profile in the user config (mode 0600: it names operators and agents). */
-export function saveProfile(profile: string, fields: ProfileConfig, makeDefault: boolean, env?: NodeJS.ProcessEnv): string {
+export function saveProfile(
+  profile: string,
+  fields: ProfileConfig,
+  makeDefault: boolean,
+  env?: NodeJS.ProcessEnv,
+): string {
   const file = userConfigFile(env);
   const user = readJson<UserConfig>(file) ?? {};
   const current = ((user.profiles ??= {})[profile] ??= {});
-  for (const [key, value] of Object.entries(fields)) if (value !== undefined) (current as Record<string, unknown>)[key] = value;
+  for (const [key, value] of Object.entries(fields))
+    if (value !== undefined) (current as Record<string, unknown>)[key] = value;
   if (makeDefault || user.default_profile === undefined) user.default_profile = profile;
   writeJsonAtomic(file, user);
   return file;
@@ -220,7 +227,8 @@ export function saveProfile(profile: string, fields: ProfileConfig, makeDefault:
 export function saveDirConfig(dir: string, fields: DirConfig): string {
   const file = join(dir, '.roost', 'config.json');
   const current = readJson<DirConfig>(file) ?? {};
-  for (const [key, value] of Object.entries(fields)) if (value !== undefined) (current as Record<string, unknown>)[key] = value;
+  for (const [key, value] of Object.entries(fields))
+    if (value !== undefined) (current as Record<string, unknown>)[key] = value;
   writeJsonAtomic(file, current, 0o644);
   return file;
 }

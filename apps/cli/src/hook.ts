@@ -37,7 +37,13 @@ const SHOWN_MAX = 2000;
 
 export function parseHookArgs(argv: string[]): HookOptions {
   const options: HookOptions = {};
-  const keys: Record<string, 'event' | 'profile' | 'url' | 'as' | 'token'> = { '--event': 'event', '--profile': 'profile', '--url': 'url', '--as': 'as', '--token': 'token' };
+  const keys: Record<string, 'event' | 'profile' | 'url' | 'as' | 'token'> = {
+    '--event': 'event',
+    '--profile': 'profile',
+    '--url': 'url',
+    '--as': 'as',
+    '--token': 'token',
+  };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--json') {
       options.json = true;
@@ -85,7 +91,19 @@ function inboxHeaders(file: string, fromByte: number): TriageHeader[] {
   } catch {
     return [];
   }
-  const keys = ['from', 'to', 'cc', 'subject', 'date', 'created_at', 'in_reply_to', 'type', 'flags', 'receipt', 'schedule'];
+  const keys = [
+    'from',
+    'to',
+    'cc',
+    'subject',
+    'date',
+    'created_at',
+    'in_reply_to',
+    'type',
+    'flags',
+    'receipt',
+    'schedule',
+  ];
   return splitBlocks(text, keys)
     .filter((b) => /^01[0-9A-HJKMNP-TV-Z]{24}$/.test(b.heading) && b.meta.from)
     .map((b) => {
@@ -126,7 +144,8 @@ export async function runHook(options: HookOptions): Promise<number> {
     const news = await check(options);
     // Stop may only force another turn for mail someone else sent: the agent's own reply or receipt
     // going out is no reason to keep it working.
-    if (news && (news.mail || !isStop(options.event))) process.stdout.write(hookOutput(options.event, news.text, options.json));
+    if (news && (news.mail || !isStop(options.event)))
+      process.stdout.write(hookOutput(options.event, news.text, options.json));
   } catch (error) {
     process.stderr.write(`roost hook: ${(error as Error).message}\n`);
   }
@@ -148,13 +167,19 @@ async function check(options: HookOptions): Promise<HookNews | undefined> {
   if (mailboxDir && existsSync(mailboxDir)) {
     const inbox = join(mailboxDir, 'INBOX.md');
     const local = `${stamp(join(mailboxDir, 'OUTBOX.md'))}|${stamp(join(mailboxDir, 'RECEIPTS.md'))}`;
-    const mirrorCursor = readJson<{ inbox?: { cursor?: Cursor | null } }>(join(mailboxDir, 'STATE.json'))?.inbox?.cursor ?? null;
+    const mirrorCursor =
+      readJson<{ inbox?: { cursor?: Cursor | null } }>(join(mailboxDir, 'STATE.json'))?.inbox?.cursor ?? null;
     const page = await transport.json<MailboxPage>({
       method: 'GET',
       path: '/mailbox',
       token: ctx.token,
       query: mirrorCursor
-        ? { order: 'asc', limit: 1, after_created_at: mirrorCursor.created_at, after_envelope_id: mirrorCursor.envelope_id }
+        ? {
+            order: 'asc',
+            limit: 1,
+            after_created_at: mirrorCursor.created_at,
+            after_envelope_id: mirrorCursor.envelope_id,
+          }
         : { unread: true, limit: 1 },
     });
     const inboxSize = existsSync(inbox) ? statSync(inbox).size : 0;
@@ -168,17 +193,29 @@ async function check(options: HookOptions): Promise<HookNews | undefined> {
       if (remoteNew || local !== state.local) {
         const { RoostClient } = require('#client') as typeof import('#client');
         const { mirrorOnce } = require('./mailbox/mirror') as typeof import('./mailbox/mirror');
-        const result = await mirrorOnce(new RoostClient({ url: ctx.url, token: ctx.token, userAgent: 'roost-hook' }), ctx.root!, ctx.agent);
-        for (const sent of result.sent) notes.push(`sent ${sent.in_reply_to ? `your reply to ${sent.in_reply_to.slice(-6)}` : 'your message'} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`);
-        for (const r of result.receipts) notes.push(`posted receipt ${r.status} for ${r.envelope_id.slice(-6)} (RECEIPTS.md:${r.line})`);
+        const result = await mirrorOnce(
+          new RoostClient({ url: ctx.url, token: ctx.token, userAgent: 'roost-hook' }),
+          ctx.root!,
+          ctx.agent,
+        );
+        for (const sent of result.sent)
+          notes.push(
+            `sent ${sent.in_reply_to ? `your reply to ${sent.in_reply_to.slice(-6)}` : 'your message'} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`,
+          );
+        for (const r of result.receipts)
+          notes.push(`posted receipt ${r.status} for ${r.envelope_id.slice(-6)} (RECEIPTS.md:${r.line})`);
         for (const p of result.problems) notes.push(`skipped ${p.file}:${p.line} "## ${p.heading}": ${p.reason}`);
       }
-      fresh = inboxHeaders(inbox, Math.min(state.inbox_size ?? 0, existsSync(inbox) ? statSync(inbox).size : 0)).filter((h) => !shown.has(h.id));
+      fresh = inboxHeaders(inbox, Math.min(state.inbox_size ?? 0, existsSync(inbox) ? statSync(inbox).size : 0)).filter(
+        (h) => !shown.has(h.id),
+      );
     }
     // The mirror fetches bodies, so the operator's unread flag says nothing here: a new session is
     // told about the blocks announced to the sessions since the previous SessionStart.
     const freshIds = new Set(fresh.map((h) => h.id));
-    const earlierHeaders = starting ? inboxHeaders(inbox, state.session_inbox_size ?? 0).filter((h) => shown.has(h.id) && !freshIds.has(h.id)) : [];
+    const earlierHeaders = starting
+      ? inboxHeaders(inbox, state.session_inbox_size ?? 0).filter((h) => shown.has(h.id) && !freshIds.has(h.id))
+      : [];
     const earlier = earlierHeaders.length
       ? [
           `Roost: ${earlierHeaders.length} in .roost/mailbox/INBOX.md for ${ctx.agent} announced in an earlier session:`,
@@ -199,22 +236,37 @@ async function check(options: HookOptions): Promise<HookNews | undefined> {
     if (fresh.length === 0 && notes.length === 0 && earlier.length === 0) return undefined;
     const lines = [];
     if (fresh.length) {
-      lines.push(`Roost: ${fresh.length} new for ${ctx.agent} in .roost/mailbox/INBOX.md (id age from subject type size):`);
+      lines.push(
+        `Roost: ${fresh.length} new for ${ctx.agent} in .roost/mailbox/INBOX.md (id age from subject type size):`,
+      );
       lines.push(...fresh.map((h) => triageLine(h)));
     }
     lines.push(...earlier);
-    if (fresh.length || earlier.length) lines.push('Reply in .roost/mailbox/OUTBOX.md (## reply <id>), decisions in RECEIPTS.md (## <id> + status:).');
+    if (fresh.length || earlier.length)
+      lines.push('Reply in .roost/mailbox/OUTBOX.md (## reply <id>), decisions in RECEIPTS.md (## <id> + status:).');
     if (notes.length) lines.push(...notes.map((n) => `Roost: ${n}`));
     return { text: lines.join('\n'), mail: fresh.some((h) => h.from !== ctx.agent) };
   }
 
-  const page = await transport.json<MailboxPage>({ method: 'GET', path: '/mailbox', token: ctx.token, query: { unread: true, order: 'asc', limit: 100 } });
+  const page = await transport.json<MailboxPage>({
+    method: 'GET',
+    path: '/mailbox',
+    token: ctx.token,
+    query: { unread: true, order: 'asc', limit: 100 },
+  });
   const fresh = page.envelope_headers.filter((h) => !shown.has(h.id));
   const earlier = starting ? page.envelope_headers.filter((h) => shown.has(h.id)) : [];
   if (fresh.length === 0 && earlier.length === 0) return undefined;
-  if (fresh.length) writeJsonAtomic(stateFile, { shown: [...state.shown, ...fresh.map((h) => h.id)].slice(-SHOWN_MAX) } satisfies HookState);
+  if (fresh.length)
+    writeJsonAtomic(stateFile, {
+      shown: [...state.shown, ...fresh.map((h) => h.id)].slice(-SHOWN_MAX),
+    } satisfies HookState);
   const lines = [];
-  if (fresh.length) lines.push(`Roost: ${fresh.length} new unread for ${ctx.agent} (id age from subject type size):`, ...fresh.map((h) => triageLine(h)));
+  if (fresh.length)
+    lines.push(
+      `Roost: ${fresh.length} new unread for ${ctx.agent} (id age from subject type size):`,
+      ...fresh.map((h) => triageLine(h)),
+    );
   if (earlier.length) {
     lines.push(
       `Roost: ${earlier.length}${page.next_cursor !== null ? '+' : ''} unread for ${ctx.agent} announced in an earlier session:`,
@@ -222,6 +274,8 @@ async function check(options: HookOptions): Promise<HookNews | undefined> {
       ...(earlier.length > EARLIER_MAX ? ['… and more: roost inbox'] : []),
     );
   }
-  lines.push('Read: roost show <id>. Reply: roost reply <id> -t "…". Decide: roost receipt <id> accepted|rejected|deferred|….');
+  lines.push(
+    'Read: roost show <id>. Reply: roost reply <id> -t "…". Decide: roost receipt <id> accepted|rejected|deferred|….',
+  );
   return { text: lines.join('\n'), mail: fresh.some((h) => h.from !== ctx.agent) };
 }

@@ -11,7 +11,12 @@ export async function resolveId(client: RoostClient, id: string): Promise<string
   const wanted = id.toUpperCase();
   if (ENVELOPE_ID_RE.test(wanted)) return wanted;
   if (!SUFFIX_RE.test(wanted)) {
-    throw new CliError(`${id} is neither an envelope id nor a short id`, EXIT.USAGE, 'use the 26-character id or the short id `roost inbox` shows', 'BAD_ID');
+    throw new CliError(
+      `${id} is neither an envelope id nor a short id`,
+      EXIT.USAGE,
+      'use the 26-character id or the short id `roost inbox` shows',
+      'BAD_ID',
+    );
   }
   const matches = new Set<string>();
   let scanned = 0;
@@ -21,7 +26,17 @@ export async function resolveId(client: RoostClient, id: string): Promise<string
   }
   if (matches.size === 1) return [...matches][0];
   if (matches.size === 0) {
-    throw new CliError(`no envelope ending in ${wanted} among your newest ${scanned}`, EXIT.NOT_FOUND, 'use the full 26-character id', 'NOT_FOUND');
+    throw new CliError(
+      `no envelope ending in ${wanted} among your newest ${scanned}`,
+      EXIT.NOT_FOUND,
+      'use the full 26-character id',
+      'NOT_FOUND',
+    );
   }
-  throw new CliError(`${wanted} is ambiguous: ${[...matches].join(', ')}`, EXIT.USAGE, 'use more characters, or the full id', 'AMBIGUOUS_ID');
+  throw new CliError(
+    `${wanted} is ambiguous: ${[...matches].join(', ')}`,
+    EXIT.USAGE,
+    'use more characters, or the full id',
+    'AMBIGUOUS_ID',
+  );
 }

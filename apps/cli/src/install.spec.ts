@@ -1,4 +1,21 @@
-import { addCodexMcp, addHooks, addMcpJson, applyBlock, applyGitignore, END, hookCommand, isRoostHookCommand, managedBlock, removeBlock, removeCodexMcp, removeGitignore, removeHooks, removeMcpJson, shellSplit, START } from './install';
+import {
+  addCodexMcp,
+  addHooks,
+  addMcpJson,
+  applyBlock,
+  applyGitignore,
+  END,
+  hookCommand,
+  isRoostHookCommand,
+  managedBlock,
+  removeBlock,
+  removeCodexMcp,
+  removeGitignore,
+  removeHooks,
+  removeMcpJson,
+  shellSplit,
+  START,
+} from './install';
 
 const block = managedBlock('@acme.bob');
 
@@ -66,7 +83,18 @@ describe('hook groups', () => {
   });
 
   it('removes only roost commands from a group shared with another tool', () => {
-    const shared = { hooks: { Stop: [{ hooks: [{ type: 'command', command: 'say done' }, { type: 'command', command: 'roost hook --event Stop' }] }] } };
+    const shared = {
+      hooks: {
+        Stop: [
+          {
+            hooks: [
+              { type: 'command', command: 'say done' },
+              { type: 'command', command: 'roost hook --event Stop' },
+            ],
+          },
+        ],
+      },
+    };
     expect(removeHooks(shared)).toEqual({ hooks: { Stop: [{ hooks: [{ type: 'command', command: 'say done' }] }] } });
   });
 });
@@ -75,7 +103,10 @@ describe('MCP entries (install --mcp)', () => {
   it('adds .mcp.json mcpServers.roost pinned to the agent, keeps other servers, removes back to the same JSON', () => {
     const original = { mcpServers: { other: { command: 'x', args: [] } }, extra: 1 };
     const installed = addMcpJson(original, '@acme.bob');
-    expect(installed.mcpServers).toEqual({ other: { command: 'x', args: [] }, roost: { command: 'roost', args: ['--as', '@acme.bob', 'mcp'] } });
+    expect(installed.mcpServers).toEqual({
+      other: { command: 'x', args: [] },
+      roost: { command: 'roost', args: ['--as', '@acme.bob', 'mcp'] },
+    });
     expect(addMcpJson(installed, '@acme.bob')).toEqual(installed);
     expect(removeMcpJson(installed)).toEqual(original);
     expect(removeMcpJson(addMcpJson({}, undefined))).toEqual({});
@@ -88,7 +119,11 @@ describe('MCP entries (install --mcp)', () => {
   });
 
   it('appends [mcp_servers.roost] to config.toml once and removes it byte-exact', () => {
-    for (const original of ['', 'model = "o3"\n', '[profiles.x]\nmodel = "o3"\n\n[mcp_servers.other]\ncommand = "y"\n']) {
+    for (const original of [
+      '',
+      'model = "o3"\n',
+      '[profiles.x]\nmodel = "o3"\n\n[mcp_servers.other]\ncommand = "y"\n',
+    ]) {
       const installed = addCodexMcp(original, '@acme.bob');
       expect(installed).toContain('[mcp_servers.roost]\ncommand = "roost"\nargs = ["--as", "@acme.bob", "mcp"]\n');
       expect(addCodexMcp(installed, '@acme.bob')).toBe(installed);
@@ -97,7 +132,8 @@ describe('MCP entries (install --mcp)', () => {
   });
 
   it('removes a roost table followed by another table, keeping that one', () => {
-    const text = 'a = 1\n\n[mcp_servers.roost]\ncommand = "roost"\nargs = ["mcp"]\n\n[mcp_servers.other]\ncommand = "y"\n';
+    const text =
+      'a = 1\n\n[mcp_servers.roost]\ncommand = "roost"\nargs = ["mcp"]\n\n[mcp_servers.other]\ncommand = "y"\n';
     expect(removeCodexMcp(text)).toBe('a = 1\n\n[mcp_servers.other]\ncommand = "y"\n');
   });
 });
@@ -113,7 +149,9 @@ describe('base command (no PATH needed)', () => {
   });
 
   it('puts the argv prefix into MCP entries', () => {
-    expect(addMcpJson({}, '@acme.bob', ['/n', '/m.js']).mcpServers).toEqual({ roost: { command: '/n', args: ['/m.js', '--as', '@acme.bob', 'mcp'] } });
+    expect(addMcpJson({}, '@acme.bob', ['/n', '/m.js']).mcpServers).toEqual({
+      roost: { command: '/n', args: ['/m.js', '--as', '@acme.bob', 'mcp'] },
+    });
   });
 
   it('.gitignore block is idempotent and removed byte-exact', () => {

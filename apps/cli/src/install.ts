@@ -73,7 +73,10 @@ export function hookCommand(event: string, base: string | BaseCommand = 'roost')
 }
 
 /** A hook command this tool wrote (any base command). */
-export const isRoostHookCommand = (command: unknown): boolean => typeof command === 'string' && / hook --event (SessionStart|PostToolUse|Stop)$/.test(command) && /(^|\/|\s)roost(\.js)?\b|main\.js/.test(command);
+export const isRoostHookCommand = (command: unknown): boolean =>
+  typeof command === 'string' &&
+  / hook --event (SessionStart|PostToolUse|Stop)$/.test(command) &&
+  /(^|\/|\s)roost(\.js)?\b|main\.js/.test(command);
 
 export function managedBlock(agent: string | undefined): string {
   const who = agent ? `You are ${agent}. ` : '';
@@ -139,7 +142,10 @@ interface HookGroup {
 /** Add one group per event running `roost hook --event <E>`, unless such a command is already there. */
 export function addHooks(settings: Json, base: string | BaseCommand = 'roost', timeoutS = 10): Json {
   const out = structuredClone(settings);
-  const hooks = (out.hooks && typeof out.hooks === 'object' ? out.hooks : (out.hooks = {})) as Record<string, HookGroup[]>;
+  const hooks = (out.hooks && typeof out.hooks === 'object' ? out.hooks : (out.hooks = {})) as Record<
+    string,
+    HookGroup[]
+  >;
   for (const event of HOOK_EVENTS) {
     const groups = Array.isArray(hooks[event]) ? hooks[event] : (hooks[event] = []);
     if (groups.some((g) => g.hooks?.some((h) => isRoostHookCommand(h.command)))) continue;
@@ -182,7 +188,11 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
 function sortKeys(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(sortKeys);
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sortKeys((value as Json)[k])]));
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((k) => [k, sortKeys((value as Json)[k])]),
+    );
   }
   return value;
 }
@@ -198,12 +208,17 @@ export function mcpArgs(agent: string | undefined): string[] {
 }
 
 const isRoostMcpEntry = (entry: unknown): boolean =>
-  !!entry && typeof entry === 'object' && Array.isArray((entry as Json).args) && ((entry as Json).args as unknown[]).at(-1) === 'mcp';
+  !!entry &&
+  typeof entry === 'object' &&
+  Array.isArray((entry as Json).args) &&
+  ((entry as Json).args as unknown[]).at(-1) === 'mcp';
 
 /** `.mcp.json` (Claude Code): `mcpServers.roost`, unless a server of that name is already there. */
 export function addMcpJson(settings: Json, agent: string | undefined, base: string | BaseCommand = 'roost'): Json {
   const out = structuredClone(settings);
-  const servers = (out.mcpServers && typeof out.mcpServers === 'object' ? out.mcpServers : (out.mcpServers = {})) as Json;
+  const servers = (
+    out.mcpServers && typeof out.mcpServers === 'object' ? out.mcpServers : (out.mcpServers = {})
+  ) as Json;
   const [command, ...pre] = asBase(base);
   if (!(MCP_SERVER in servers)) servers[MCP_SERVER] = { command, args: [...pre, ...mcpArgs(agent)] };
   return out;

@@ -91,7 +91,13 @@ export function toCliError(error: unknown, where: ErrorContext = {}): CliError {
         error.code,
       );
     }
-    if (error.status >= 500) return new CliError(`operator error ${error.status} ${error.code}: ${error.message}`, EXIT.SERVER, 'retry later; the operator logs say more', error.code);
+    if (error.status >= 500)
+      return new CliError(
+        `operator error ${error.status} ${error.code}: ${error.message}`,
+        EXIT.SERVER,
+        'retry later; the operator logs say more',
+        error.code,
+      );
     const hint =
       error.code === 'CONTENT_BLOCKED'
         ? `the content guard blocked it (${JSON.stringify(error.details.warnings ?? [])}); remove the content, or override with --allow-warnings <codes>`
@@ -108,7 +114,9 @@ export function toCliError(error: unknown, where: ErrorContext = {}): CliError {
 export function die(error: unknown, json: boolean, where: ErrorContext = {}): never {
   const failure = toCliError(error, where);
   if (json) {
-    process.stderr.write(`${JSON.stringify({ error: { code: failure.code, message: failure.message, hint: failure.hint, exit: failure.exitCode } })}\n`);
+    process.stderr.write(
+      `${JSON.stringify({ error: { code: failure.code, message: failure.message, hint: failure.hint, exit: failure.exitCode } })}\n`,
+    );
   } else {
     process.stderr.write(`roost: ${failure.message}\n${failure.hint ? `  hint: ${failure.hint}\n` : ''}`);
   }

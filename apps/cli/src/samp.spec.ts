@@ -1,5 +1,16 @@
 import { deterministicUlid } from '#client';
-import { AliasMap, deriveThread, importId, importKey, parseRecord, readLog, refusalSummary, sampId, splitThreadPrefix, type SampRecord } from './samp';
+import {
+  AliasMap,
+  deriveThread,
+  importId,
+  importKey,
+  parseRecord,
+  readLog,
+  refusalSummary,
+  sampId,
+  splitThreadPrefix,
+  type SampRecord,
+} from './samp';
 
 describe('SAMP v1 records', () => {
   it('hashes {body, from, thread, to, ts} with sorted keys and raw non-ASCII', () => {
@@ -15,7 +26,9 @@ describe('SAMP v1 records', () => {
   it('matches the canonical serialisation of the spec (Python json.dumps sort_keys, ensure_ascii False)', () => {
     // Reference values computed with Python: json.dumps(r, sort_keys=True, separators=(',', ':'), ensure_ascii=False)
     expect(sampId({ body: 'hi', from: 'a', thread: 't', to: 'b', ts: 1 })).toBe('a0262eb354f4a390');
-    expect(sampId({ ts: 1754000000, from: 'alice', to: 'bob', thread: 't1', body: 'héllo "x"\n' })).toBe('9ba6562eea303d7b');
+    expect(sampId({ ts: 1754000000, from: 'alice', to: 'bob', thread: 't1', body: 'héllo "x"\n' })).toBe(
+      '9ba6562eea303d7b',
+    );
   });
 
   it('derives threads and strips a [thread:X] prefix', () => {
@@ -58,16 +71,33 @@ describe('SAMP v1 records', () => {
   });
 
   it('a record exported from an envelope imports back as that envelope, for the same sender only', () => {
-    const line = JSON.stringify({ id: '0123456789abcdef', ts: 1, from: 'a', to: 'b', thread: 't', body: 'x', asmtp_id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y', asmtp_from: '@acme.a' });
+    const line = JSON.stringify({
+      id: '0123456789abcdef',
+      ts: 1,
+      from: 'a',
+      to: 'b',
+      thread: 't',
+      body: 'x',
+      asmtp_id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y',
+      asmtp_from: '@acme.a',
+    });
     const record = parseRecord(line) as SampRecord;
     expect(record).toMatchObject({ asmtp_id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y', asmtp_from: '@acme.a' });
-    expect(importId(record, '@acme.a', deterministicUlid)).toEqual({ id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y', original: true });
+    expect(importId(record, '@acme.a', deterministicUlid)).toEqual({
+      id: '01JV3Z8W7Q4M2N6P8R0T2V4X6Y',
+      original: true,
+    });
     expect(importId(record, '@other.a', deterministicUlid).original).toBe(false);
     expect(parseRecord(JSON.stringify({ ...JSON.parse(line), asmtp_id: 'nope' }))).not.toHaveProperty('asmtp_id');
   });
 
   it('summarises a refused batch: counts per code and the first three reasons, each short', () => {
-    const refused = Array.from({ length: 18 }, (_, i) => ({ file: '/x/log-a.jsonl', id: `id${i}`, code: 'ID_COLLISION', message: 'envelope id is already used by another sender '.repeat(5) }));
+    const refused = Array.from({ length: 18 }, (_, i) => ({
+      file: '/x/log-a.jsonl',
+      id: `id${i}`,
+      code: 'ID_COLLISION',
+      message: 'envelope id is already used by another sender '.repeat(5),
+    }));
     const { text, hint } = refusalSummary(refused);
     const lines = text.split('\n');
     expect(lines[0]).toBe('refused 18: ID_COLLISION ×18');

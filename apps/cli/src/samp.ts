@@ -35,7 +35,13 @@ function canonical(value: Record<string, string | number>): string {
 
 /** First 16 hex of SHA-256 over `{body, from, thread, to, ts}` (body NFC-normalised). */
 export function sampId(record: Omit<SampRecord, 'id'>): string {
-  const json = canonical({ body: record.body.normalize('NFC'), from: record.from, thread: record.thread, to: record.to, ts: record.ts });
+  const json = canonical({
+    body: record.body.normalize('NFC'),
+    from: record.from,
+    thread: record.thread,
+    to: record.to,
+    ts: record.ts,
+  });
   return createHash('sha256').update(json, 'utf8').digest('hex').slice(0, 16);
 }
 
@@ -81,9 +87,13 @@ export function parseRecord(line: string): SampRecord | { error: string } {
     body = split.body;
     thread = split.thread ?? deriveThread(from, ts, body);
   }
-  const id = typeof value.id === 'string' && /^[0-9a-f]{16}$/.test(value.id) ? value.id : sampId({ ts, from, to, thread, body });
+  const id =
+    typeof value.id === 'string' && /^[0-9a-f]{16}$/.test(value.id) ? value.id : sampId({ ts, from, to, thread, body });
   const origin =
-    typeof value.asmtp_id === 'string' && ENVELOPE_ID_RE.test(value.asmtp_id) && typeof value.asmtp_from === 'string' && HANDLE_RE.test(value.asmtp_from)
+    typeof value.asmtp_id === 'string' &&
+    ENVELOPE_ID_RE.test(value.asmtp_id) &&
+    typeof value.asmtp_from === 'string' &&
+    HANDLE_RE.test(value.asmtp_from)
       ? { asmtp_id: value.asmtp_id, asmtp_from: value.asmtp_from }
       : {};
   return { id, ts, from, to, thread, body, ...origin };
@@ -121,7 +131,8 @@ export class AliasMap {
   ) {
     for (const pair of pairs) {
       const [alias, handle] = pair.split('=');
-      if (!alias || !ALIAS_RE.test(alias) || !handle || !HANDLE_RE.test(handle)) throw new Error(`--map wants alias=@owner.name, got ${pair}`);
+      if (!alias || !ALIAS_RE.test(alias) || !handle || !HANDLE_RE.test(handle))
+        throw new Error(`--map wants alias=@owner.name, got ${pair}`);
       this.toHandle.set(alias, handle);
       this.toAlias.set(handle, alias);
     }
@@ -155,7 +166,11 @@ export const importKey = (record: SampRecord, fromHandle: string) => `samp/v1:${
  * The envelope id a record imports as: the envelope it was exported from when it names one and
  * the sender maps to the same handle (the same envelope coming home), else derived from the key.
  */
-export function importId(record: SampRecord, fromHandle: string, derive: (key: string, ms: number) => string): { id: string; original: boolean } {
+export function importId(
+  record: SampRecord,
+  fromHandle: string,
+  derive: (key: string, ms: number) => string,
+): { id: string; original: boolean } {
   if (record.asmtp_id && record.asmtp_from === fromHandle) return { id: record.asmtp_id, original: true };
   return { id: derive(importKey(record, fromHandle), record.ts * 1000), original: false };
 }
@@ -169,7 +184,8 @@ export interface Refusal {
 
 const REFUSAL_HINTS: Record<string, string> = {
   ID_COLLISION: 'these envelope ids belong to another sender: map the aliases to other handles (--owner, --map)',
-  NOT_FOUND: 'a recipient is unknown or does not accept mail from the sender: create it, or map the alias elsewhere (--map alias=@o.n)',
+  NOT_FOUND:
+    'a recipient is unknown or does not accept mail from the sender: create it, or map the alias elsewhere (--map alias=@o.n)',
   RETRY_MISMATCH: 'an envelope with this id but other content exists: the record changed since it was imported',
 };
 

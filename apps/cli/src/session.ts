@@ -48,7 +48,13 @@ export class Session {
     }
     const problem = handleProblem(this.ctx.agent);
     if (problem) {
-      const name = this.ctx.agent.replace(/^@/, '').split('.').pop()!.toLowerCase().replace(/[^a-z0-9_-]/g, '') || 'name';
+      const name =
+        this.ctx.agent
+          .replace(/^@/, '')
+          .split('.')
+          .pop()!
+          .toLowerCase()
+          .replace(/[^a-z0-9_-]/g, '') || 'name';
       const handle = problem.suggestion ?? `@<org>.${name}`;
       throw new CliError(
         `the acting agent (from ${this.ctx.sources.agent}) ${problem.message}`,

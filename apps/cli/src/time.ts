@@ -23,9 +23,9 @@ export function parseWhen(text: string, now = Date.now()): number {
   if (/^\d{13,}$/.test(text)) return Number(text);
   if (/^\d/.test(text) && /[-T:]/.test(text)) {
     const ms = Date.parse(text);
-    if (Number.isNaN(ms)) throw new CliError(`not a date: ${text}`, EXIT.USAGE, 'use ISO 8601, e.g. 2030-01-01T09:00:00Z', 'BAD_DATE');
+    if (Number.isNaN(ms))
+      throw new CliError(`not a date: ${text}`, EXIT.USAGE, 'use ISO 8601, e.g. 2030-01-01T09:00:00Z', 'BAD_DATE');
     return ms;
   }
   return now + parseDuration(text);
 }
-

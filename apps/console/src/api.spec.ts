@@ -9,13 +9,15 @@ describe('SseParser', () => {
   };
 
   it('yields header events split across chunks at any byte, skipping keepalive comments', () => {
-    const stream = ': keepalive\n\nevent: header\ndata: {"id":"01A"}\n\n: keepalive\n\nevent: header\ndata: {"id":"01B"}\n\n';
+    const stream =
+      ': keepalive\n\nevent: header\ndata: {"id":"01A"}\n\n: keepalive\n\nevent: header\ndata: {"id":"01B"}\n\n';
     const expected = [
       ['header', '{"id":"01A"}'],
       ['header', '{"id":"01B"}'],
     ];
     expect(collect([stream])).toEqual(expected);
-    for (let cut = 1; cut < stream.length; cut++) expect(collect([stream.slice(0, cut), stream.slice(cut)])).toEqual(expected);
+    for (let cut = 1; cut < stream.length; cut++)
+      expect(collect([stream.slice(0, cut), stream.slice(cut)])).toEqual(expected);
   });
 
   it('accepts CRLF and CR line ends, joins multi-line data, defaults the event to message', () => {

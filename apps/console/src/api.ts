@@ -152,7 +152,10 @@ export class Api {
   }
 
   // --- admin reads of one agent's mailbox (never change its read state) ---
-  mailbox(handle: string, params: { unread?: boolean; after?: { created_at: number; envelope_id: string } | null; limit?: number }): Promise<MailboxPage> {
+  mailbox(
+    handle: string,
+    params: { unread?: boolean; after?: { created_at: number; envelope_id: string } | null; limit?: number },
+  ): Promise<MailboxPage> {
     return this.call(
       'GET',
       `/_admin/agents/${enc(handle)}/mailbox${query({
@@ -169,7 +172,8 @@ export class Api {
     return this.call('GET', `/_admin/agents/${enc(handle)}/messages/${enc(id)}`);
   }
   async receipts(handle: string, id: string): Promise<Receipt[]> {
-    return (await this.call<{ receipts: Receipt[] }>('GET', `/_admin/agents/${enc(handle)}/receipts${query({ id })}`)).receipts;
+    return (await this.call<{ receipts: Receipt[] }>('GET', `/_admin/agents/${enc(handle)}/receipts${query({ id })}`))
+      .receipts;
   }
   status(handle: string, id: string): Promise<DeliveryStatus> {
     return this.call('GET', `/_admin/agents/${enc(handle)}/status${query({ id })}`);
@@ -196,7 +200,12 @@ export class Api {
    * The agent's live feed (`text/event-stream`). EventSource cannot send the bearer header, so this
    * reads the stream with fetch(); resolves when the stream ends or `signal` aborts.
    */
-  async events(handle: string, signal: AbortSignal, onHeader: (header: Header) => void, onOpen?: () => void): Promise<void> {
+  async events(
+    handle: string,
+    signal: AbortSignal,
+    onHeader: (header: Header) => void,
+    onOpen?: () => void,
+  ): Promise<void> {
     const res = await this.raw('GET', `/_admin/agents/${enc(handle)}/events`, undefined, signal);
     onOpen?.();
     if (!res.body) return;

@@ -19,7 +19,11 @@ function gateway() {
   let failLookup: Error | undefined;
   const held: number[] = [];
   const released: number[] = [];
-  const bus = { hold: async (id: number) => void held.push(id), release: (id: number) => void released.push(id), subscribe: () => undefined };
+  const bus = {
+    hold: async (id: number) => void held.push(id),
+    release: (id: number) => void released.push(id),
+    subscribe: () => undefined,
+  };
   const mailbox = {
     lastSeqs: async (ids: readonly number[]) => new Map(ids.map((id) => [id, Math.max(0, ...entries.keys())])),
     entriesBySeq: async (_id: number, after: number, through: number | null) =>
@@ -36,7 +40,10 @@ function gateway() {
     },
   };
   const retention = { mark: async () => undefined, oldestEntry: async () => undefined };
-  const config = loadConfig({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused', ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec' });
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
+    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+  });
   const service = new ConnectionsService(
     bus as unknown as FrameBus,
     mailbox as unknown as MailboxRepository,

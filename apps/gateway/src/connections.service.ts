@@ -75,7 +75,10 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
 
   onModuleInit(): void {
     this.bus.subscribe(this);
-    this.pingTimer = setInterval(() => this.sender.ping(this.registry.all()), this.config.gateway.pingIntervalMs).unref();
+    this.pingTimer = setInterval(
+      () => this.sender.ping(this.registry.all()),
+      this.config.gateway.pingIntervalMs,
+    ).unref();
     this.sweepTimer = setInterval(() => void this.sweeper.sweep('sweep'), this.config.gateway.sweepIntervalMs).unref();
   }
 
@@ -86,7 +89,8 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
 
   /** SIGTERM: close every socket with 1012 so clients reconnect elsewhere at once. */
   beforeApplicationShutdown(): void {
-    for (const connection of this.registry.all()) this.sender.close(connection, CLOSE_CODES.serviceRestart, 'service restart', 'drain');
+    for (const connection of this.registry.all())
+      this.sender.close(connection, CLOSE_CODES.serviceRestart, 'service restart', 'drain');
   }
 
   get connectionCount(): number {

@@ -8,7 +8,8 @@ describe('ReplaySlots: bounded, queued, fair replays', () => {
     const slots = new ReplaySlots(2, (active, waiting) => seen.push([active, waiting]));
     const started: number[] = [];
     const releases = new Map<number, () => void>();
-    for (const mailbox of [1, 2, 3, 4]) void slots.acquire(mailbox).then((release) => (started.push(mailbox), releases.set(mailbox, release)));
+    for (const mailbox of [1, 2, 3, 4])
+      void slots.acquire(mailbox).then((release) => (started.push(mailbox), releases.set(mailbox, release)));
     await settle();
     expect(started).toEqual([1, 2]);
     expect(seen.at(-1)).toEqual([2, 2]);
@@ -30,7 +31,8 @@ describe('ReplaySlots: bounded, queued, fair replays', () => {
     expect(slots.perMailboxMax).toBe(1);
     const started: string[] = [];
     const releases: Array<() => void> = [];
-    const open = (mailbox: number, name: string) => void slots.acquire(mailbox).then((release) => (started.push(name), releases.push(release)));
+    const open = (mailbox: number, name: string) =>
+      void slots.acquire(mailbox).then((release) => (started.push(name), releases.push(release)));
     open(7, 'a1');
     open(7, 'a2');
     open(7, 'a3');

@@ -42,7 +42,9 @@ export class ReplaySlots {
 
   private pump(): void {
     while (this.slots === 0 || this.active < this.slots) {
-      const next = this.waiting.findIndex((waiter) => (this.perMailbox.get(waiter.mailboxId) ?? 0) < this.perMailboxMax);
+      const next = this.waiting.findIndex(
+        (waiter) => (this.perMailbox.get(waiter.mailboxId) ?? 0) < this.perMailboxMax,
+      );
       if (next < 0) break;
       const [waiter] = this.waiting.splice(next, 1);
       this.active++;

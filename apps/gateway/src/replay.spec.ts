@@ -13,7 +13,12 @@ interface Row {
 
 /** A mailbox whose entries are `seqs` (gaps are entries retention removed). */
 function mailboxOf(seqs: number[], purged?: { created_at: number; envelope_id: string }) {
-  const rows: Row[] = seqs.map((seq) => ({ seq, created_at: 1_000 + seq, envelope_id: `01E${String(seq).padStart(4, '0')}`, header: `h${seq}` }));
+  const rows: Row[] = seqs.map((seq) => ({
+    seq,
+    created_at: 1_000 + seq,
+    envelope_id: `01E${String(seq).padStart(4, '0')}`,
+    header: `h${seq}`,
+  }));
   const reads: Array<[number, number | null]> = [];
   const mailbox = {
     entriesBySeq: async (_id: number, after: number, through: number | null, limit: number) => {
@@ -21,11 +26,13 @@ function mailboxOf(seqs: number[], purged?: { created_at: number; envelope_id: s
       return rows.filter((r) => r.seq > after && (through === null || r.seq <= through)).slice(0, limit);
     },
     lastSeqs: async () => new Map([[1, rows.at(-1)?.seq ?? 0]]),
-    seqAtOrBefore: async (_id: number, cursor: { created_at: number }) => rows.filter((r) => r.created_at <= cursor.created_at).at(-1)?.seq ?? 0,
+    seqAtOrBefore: async (_id: number, cursor: { created_at: number }) =>
+      rows.filter((r) => r.created_at <= cursor.created_at).at(-1)?.seq ?? 0,
   };
   const retention = {
     mark: async () => purged,
-    oldestEntry: async () => (rows[0] ? { created_at: rows[0].created_at, envelope_id: rows[0].envelope_id } : undefined),
+    oldestEntry: async () =>
+      rows[0] ? { created_at: rows[0].created_at, envelope_id: rows[0].envelope_id } : undefined,
   };
   return { mailbox, retention, reads };
 }
@@ -45,7 +52,11 @@ describe('Replayer.replay (EXTENSIONS.md §1)', () => {
   it('sends every entry after the cursor in seq order, then replay.complete with the last cursor and count', async () => {
     const { connection, replayer, frames, metrics } = setup([1, 2, 3, 5]);
     await replayer.replay(connection, { created_at: 1_002, envelope_id: '01E0002' });
-    expect(frames()).toEqual(['h3', 'h5', { op: 'replay.complete', cursor: { created_at: 1_005, envelope_id: '01E0005' }, replayed: 2 }]);
+    expect(frames()).toEqual([
+      'h3',
+      'h5',
+      { op: 'replay.complete', cursor: { created_at: 1_005, envelope_id: '01E0005' }, replayed: 2 },
+    ]);
     expect(connection.lastSeq).toBe(5);
     expect((await metrics.replayedFrames.get()).values[0].value).toBe(2);
   });
@@ -92,7 +103,10 @@ describe('Replayer.backfill', () => {
     expect(socket.sent).not.toContain('h7');
     expect(socket.sent.at(-1)).toBe(`h${PAGE + 5}`);
     expect(socket.sent).toHaveLength(PAGE + 2);
-    expect(reads).toEqual([[2, PAGE + 5], [PAGE + 3, PAGE + 5]]);
+    expect(reads).toEqual([
+      [2, PAGE + 5],
+      [PAGE + 3, PAGE + 5],
+    ]);
     expect(connection.lastSeq).toBe(PAGE + 5);
     expect((await metrics.backfills.get()).values.find((v) => v.labels.cause === 'gap')?.value).toBe(1);
   });

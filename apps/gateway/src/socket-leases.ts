@@ -74,7 +74,11 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
     this.max = config.gateway.maxSocketsPerAgent;
     this.prefix = `${config.redisPrefix}ws:sockets:`;
     if (config.redisUrl !== null && this.max > 0) {
-      const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 500 });
+      const redis = new Redis(config.redisUrl, {
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        commandTimeout: 500,
+      });
       redis.on('error', () => undefined);
       redis.defineCommand('roostAcquireLease', { numberOfKeys: 1, lua: ACQUIRE });
       redis.defineCommand('roostRenewLeases', { numberOfKeys: 1, lua: RENEW });
@@ -122,7 +126,12 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
   private async claim(lease: SocketLease): Promise<number | undefined> {
     if (this.redis) {
       try {
-        const [granted, waitMs] = await this.redis.roostAcquireLease(this.keyOf(lease.agentId), this.max, lease.member, LEASE_TTL_MS);
+        const [granted, waitMs] = await this.redis.roostAcquireLease(
+          this.keyOf(lease.agentId),
+          this.max,
+          lease.member,
+          LEASE_TTL_MS,
+        );
         this.outage.succeeded();
         return granted === 1 ? undefined : Math.max(1_000, waitMs);
       } catch (error) {
@@ -139,7 +148,8 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
     const pipeline = this.redis.pipeline() as ReturnType<Redis['pipeline']> & {
       roostRenewLeases(key: string, ttl: number, ...members: string[]): unknown;
     };
-    for (const [agentId, members] of this.held) pipeline.roostRenewLeases(this.keyOf(agentId), LEASE_TTL_MS, ...members);
+    for (const [agentId, members] of this.held)
+      pipeline.roostRenewLeases(this.keyOf(agentId), LEASE_TTL_MS, ...members);
     try {
       const results = (await pipeline.exec()) ?? [];
       const failed = results.find(([error]) => error !== null)?.[0];

@@ -4,8 +4,10 @@ import { FakeSocket } from '../../../test/support/fake-socket';
 import { Connection } from './connection';
 import { PACED_WAIT_MS, SocketSender } from './socket-sender';
 
-const counter = async (metric: { get(): Promise<{ values: Array<{ value: number; labels: Record<string, unknown> }> }> }, labels: Record<string, string> = {}) =>
-  (await metric.get()).values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0;
+const counter = async (
+  metric: { get(): Promise<{ values: Array<{ value: number; labels: Record<string, unknown> }> }> },
+  labels: Record<string, string> = {},
+) => (await metric.get()).values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l))?.value ?? 0;
 
 function setup(maxBufferedBytes = 1_000) {
   const socket = new FakeSocket();

@@ -70,7 +70,9 @@ export class SocketSender {
     this.metrics.wsClosed.inc({ reason: metric });
     if (code === CLOSE_CODES.slowConsumer) {
       this.metrics.slowConsumerCloses.inc();
-      this.logger.debug(`socket closed 4008 (slow consumer): ${connection.ws.bufferedAmount} bytes unsent, bound ${this.maxBufferedBytes}`);
+      this.logger.debug(
+        `socket closed 4008 (slow consumer): ${connection.ws.bufferedAmount} bytes unsent, bound ${this.maxBufferedBytes}`,
+      );
     }
     try {
       connection.ws.close(code, reason);

@@ -3,7 +3,10 @@ import { StartLookups, START_BATCH_MAX } from './start-lookups';
 /** Repositories whose token query the test answers by hand. */
 function gatedRepositories() {
   const queries: Array<{ ids: number[]; release: (fail?: Error) => void }> = [];
-  const tokens = new Map([[1, 'h1'], [2, 'h2']]);
+  const tokens = new Map([
+    [1, 'h1'],
+    [2, 'h2'],
+  ]);
   const agents = {
     tokenHashes: (ids: readonly number[]) =>
       new Promise<Map<number, string>>((resolve, reject) => {

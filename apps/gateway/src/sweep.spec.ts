@@ -20,10 +20,16 @@ function setup() {
   const revoked: Connection[] = [];
   const caughtUp: Array<[Connection, number]> = [];
   const warn = jest.fn();
-  const sweeper = new Sweeper(registry, mailbox, agents, {
-    revoke: (connection) => revoked.push(connection),
-    catchUp: (connection, through) => caughtUp.push([connection, through]),
-  }, { warn });
+  const sweeper = new Sweeper(
+    registry,
+    mailbox,
+    agents,
+    {
+      revoke: (connection) => revoked.push(connection),
+      catchUp: (connection, through) => caughtUp.push([connection, through]),
+    },
+    { warn },
+  );
   const open = (mailboxId: number, tokenHash: string, lastSeq: number, state: 'live' | 'starting' = 'live') => {
     const connection = new Connection(new FakeSocket().ws, mailboxId, tokenHash);
     connection.lastSeq = lastSeq;
@@ -31,7 +37,20 @@ function setup() {
     registry.add(connection);
     return connection;
   };
-  return { registry, tokens, lastSeqs, asked, sweeper, revoked, caughtUp, warn, open, hold: (p: Promise<void>) => { gate = p; } };
+  return {
+    registry,
+    tokens,
+    lastSeqs,
+    asked,
+    sweeper,
+    revoked,
+    caughtUp,
+    warn,
+    open,
+    hold: (p: Promise<void>) => {
+      gate = p;
+    },
+  };
 }
 
 describe('Sweeper', () => {
@@ -95,7 +114,9 @@ describe('Sweeper', () => {
     open(1, 'h1', 0);
     const actions = { revoke: jest.fn(), catchUp: jest.fn() };
     const mailbox = { lastSeqs: () => Promise.reject(new Error('database down')) };
-    const failing = new Sweeper(registry, mailbox, { tokenHashes: async () => new Map<number, string>() }, actions, { warn });
+    const failing = new Sweeper(registry, mailbox, { tokenHashes: async () => new Map<number, string>() }, actions, {
+      warn,
+    });
     await failing.sweep('resync');
     expect(warn).toHaveBeenCalledWith('resync of held mailboxes failed: database down');
     await failing.sweep('sweep');

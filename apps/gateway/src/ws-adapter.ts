@@ -66,11 +66,22 @@ export class RoostWsAdapter extends WsAdapter {
   }
 
   override create(port: number, options: Record<string, unknown> = {}): WebSocketServer {
-    const server = super.create(port, { ...options, maxPayload: this.maxClientFrameBytes, perMessageDeflate: false }) as WebSocketServer;
+    const server = super.create(port, {
+      ...options,
+      maxPayload: this.maxClientFrameBytes,
+      perMessageDeflate: false,
+    }) as WebSocketServer;
     // A handshake `ws` refuses (bad Sec-WebSocket-Key or -Version, Upgrade header, method) gets the
     // ASMTP error body too, not `ws`'s plain-text one.
     server.on('wsClientError', (error: Error, socket: Duplex, request: IncomingMessage) => {
-      this.refuse(socket, request, requestIdOf(request.headers['x-request-id']), request.method === 'GET' ? new AsmtpError(400, 'BAD_REQUEST', error.message) : new AsmtpError(405, 'METHOD_NOT_ALLOWED', error.message));
+      this.refuse(
+        socket,
+        request,
+        requestIdOf(request.headers['x-request-id']),
+        request.method === 'GET'
+          ? new AsmtpError(400, 'BAD_REQUEST', error.message)
+          : new AsmtpError(405, 'METHOD_NOT_ALLOWED', error.message),
+      );
     });
     return server;
   }
@@ -98,7 +109,8 @@ export class RoostWsAdapter extends WsAdapter {
       // The path exactly, as `ws` compares it (`/./connect` or `/connect#x` is not `/connect`).
       // Reference quirk kept for compatibility: a wrong path is 404 with code BAD_REQUEST.
       const path = url.includes('?') ? url.slice(0, url.indexOf('?')) : url;
-      if (path !== CONNECT_PATH) throw new AsmtpError(404, 'BAD_REQUEST', `no WebSocket endpoint at ${path.slice(0, 200)}`);
+      if (path !== CONNECT_PATH)
+        throw new AsmtpError(404, 'BAD_REQUEST', `no WebSocket endpoint at ${path.slice(0, 200)}`);
       const pairs = parseQueryString(url.includes('?') ? url.slice(url.indexOf('?') + 1) : '');
       const queryToken = firstParam(pairs, 'token');
       const token = bearerFrom(request.headers.authorization) ?? (queryToken ? queryToken : null);
@@ -133,7 +145,10 @@ export class RoostWsAdapter extends WsAdapter {
   private refusalFor(error: unknown, reqId: string): AsmtpError {
     if (error instanceof AsmtpError) return error;
     if (isUnavailable(error)) {
-      this.log.warn({ context: 'gateway', req_id: reqId }, `dependency unavailable during a WebSocket upgrade: ${(error as Error).message}`);
+      this.log.warn(
+        { context: 'gateway', req_id: reqId },
+        `dependency unavailable during a WebSocket upgrade: ${(error as Error).message}`,
+      );
       return new AsmtpError(503, 'UNAVAILABLE', 'a dependency is unavailable, retry later');
     }
     const stack = error instanceof Error ? (error.stack ?? error.message) : String(error);
@@ -158,7 +173,9 @@ function refuse(socket: Duplex, error: AsmtpError): void {
   }
   const body = JSON.stringify(error.body());
   // Only headers Roost itself sets (e.g. `retry-after` on 429): no client text reaches them.
-  const extra = Object.entries(error.headers ?? {}).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+  const extra = Object.entries(error.headers ?? {})
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
   socket.end(
     `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
       'Connection: close\r\n' +

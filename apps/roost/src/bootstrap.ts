@@ -5,7 +5,14 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { Logger } from 'pino';
 import type { Config } from '#config';
 import { RoostWsAdapter } from '#gateway';
-import { AsmtpErrorFilter, createHttpAdapter, createLogger, observeRequests, PinoNestLogger, type HttpDrain } from '#http';
+import {
+  AsmtpErrorFilter,
+  createHttpAdapter,
+  createLogger,
+  observeRequests,
+  PinoNestLogger,
+  type HttpDrain,
+} from '#http';
 import { Metrics } from '#metrics';
 import { RoostModule } from './roost.module';
 

@@ -53,7 +53,9 @@ async function main(): Promise<void> {
   const where = config.databaseUrl === null ? `embedded PGlite in ${config.dataDir}` : 'Postgres';
   roost.logger.info({ port: config.port, host: config.host, database: where, version: config.version }, 'listening');
   if (process.stdout.isTTY || config.databaseUrl === null) {
-    process.stderr.write(`Roost ${config.version} (${config.role}) listening on http://${config.host}:${config.port} — ${where}\n`);
+    process.stderr.write(
+      `Roost ${config.version} (${config.role}) listening on http://${config.host}:${config.port} — ${where}\n`,
+    );
   }
 }
 
@@ -62,6 +64,8 @@ main().catch((error: unknown) => {
     process.stderr.write(`roost: configuration error: ${error.message}\n`);
     process.exit(78);
   }
-  process.stderr.write(`roost: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `roost: failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exit(1);
 });

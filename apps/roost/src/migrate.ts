@@ -27,7 +27,9 @@ export async function runMigrations(env: Record<string, string | undefined> = pr
 if (require.main === module) {
   runMigrations()
     .then((versions) => {
-      process.stdout.write(`roost migrate: schema at ${versions[versions.length - 1] ?? '(none)'} (${versions.length} migrations)\n`);
+      process.stdout.write(
+        `roost migrate: schema at ${versions[versions.length - 1] ?? '(none)'} (${versions.length} migrations)\n`,
+      );
       process.exit(0);
     })
     .catch((error: unknown) => {
@@ -35,7 +37,9 @@ if (require.main === module) {
         process.stderr.write(`roost migrate: configuration error: ${error.message}\n`);
         process.exit(78);
       }
-      process.stderr.write(`roost migrate: failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.stderr.write(
+        `roost migrate: failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+      );
       process.exit(1);
     });
 }

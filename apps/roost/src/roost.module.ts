@@ -30,7 +30,14 @@ export class RoostModule {
   static forRoot(config: Config): DynamicModule {
     return {
       module: RoostModule,
-      imports: [ConfigModule.forRoot(config), MetricsModule, DbModule, BusModule, CoreModule, ...roleModules(config.role)],
+      imports: [
+        ConfigModule.forRoot(config),
+        MetricsModule,
+        DbModule,
+        BusModule,
+        CoreModule,
+        ...roleModules(config.role),
+      ],
       // /metrics on the main port only when no metrics listener is configured.
       controllers: config.metricsPort === 0 ? [OpsController, MetricsController] : [OpsController],
       providers: [OpsService, MetricsListener],

@@ -16,8 +16,16 @@ export class WorkerService implements OnApplicationBootstrap, OnApplicationShutd
 
   async onApplicationBootstrap(): Promise<void> {
     await this.runner.start([
-      { name: 'schedules.tick', everyMs: this.config.schedules.tickMs, run: async () => void (await this.schedules.tick()) },
-      { name: 'retention.purge', everyMs: this.config.retention.intervalMs, run: async () => void (await this.retention.purge()) },
+      {
+        name: 'schedules.tick',
+        everyMs: this.config.schedules.tickMs,
+        run: async () => void (await this.schedules.tick()),
+      },
+      {
+        name: 'retention.purge',
+        everyMs: this.config.retention.intervalMs,
+        run: async () => void (await this.retention.purge()),
+      },
     ]);
   }
 

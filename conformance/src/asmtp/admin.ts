@@ -5,23 +5,36 @@ import { item } from './item';
 
 const adminPath = (handle: string) => `/_admin/agents/${encodeURIComponent(handle)}`;
 
-item(9, 'POST /_admin/agents {handle} returns 201 with token and defaults policy=allowlist, visibility=private, display_name=handle, allowlist=[]', async (t) => {
-  const handle = `@${t.owner()}.fresh`;
-  const reply = await t.http.post('/_admin/agents', { handle }, t.adminToken);
-  expectStatus(reply, 201);
-  t.run.agents.set(handle, reply.body.token);
-  ok(typeof reply.body.token === 'string' && reply.body.token.length > 0, 'token must be a non-empty string');
-  eq(
-    { ...reply.body, token: undefined },
-    { handle, token: undefined, policy: 'allowlist', allowlist: [], display_name: handle, description: null, card_body: null, visibility: 'private' },
-    'the AdminAgent defaults',
-  );
-  // The token authenticates the new agent.
-  expectStatus(await t.http.get('/mailbox', reply.body.token), 200, 'the new token');
-  const shown = await t.http.get(adminPath(handle), t.adminToken);
-  expectStatus(shown, 200);
-  hasNoKey(shown.body, 'token', 'GET /_admin/agents/{h}');
-});
+item(
+  9,
+  'POST /_admin/agents {handle} returns 201 with token and defaults policy=allowlist, visibility=private, display_name=handle, allowlist=[]',
+  async (t) => {
+    const handle = `@${t.owner()}.fresh`;
+    const reply = await t.http.post('/_admin/agents', { handle }, t.adminToken);
+    expectStatus(reply, 201);
+    t.run.agents.set(handle, reply.body.token);
+    ok(typeof reply.body.token === 'string' && reply.body.token.length > 0, 'token must be a non-empty string');
+    eq(
+      { ...reply.body, token: undefined },
+      {
+        handle,
+        token: undefined,
+        policy: 'allowlist',
+        allowlist: [],
+        display_name: handle,
+        description: null,
+        card_body: null,
+        visibility: 'private',
+      },
+      'the AdminAgent defaults',
+    );
+    // The token authenticates the new agent.
+    expectStatus(await t.http.get('/mailbox', reply.body.token), 200, 'the new token');
+    const shown = await t.http.get(adminPath(handle), t.adminToken);
+    expectStatus(shown, 200);
+    hasNoKey(shown.body, 'token', 'GET /_admin/agents/{h}');
+  },
+);
 
 item(10, 'POST /_admin/agents with an existing handle returns 409 AGENT_EXISTS', async (t) => {
   const alice = await t.agent('alice');
@@ -71,15 +84,24 @@ item(14, 'DELETE /_admin/agents/{h} returns 204; repeating it returns 404', asyn
   expectError(await t.http.get('/mailbox', alice.token), 401, 'UNAUTHORIZED', 'the deleted agent’s token');
 });
 
-item(15, 'PATCH /_admin/agents/{h} with {"policy":"maybe"} returns 400 INVALID_POLICY and changes nothing', async (t) => {
-  const alice = await t.agent('alice', { fields: { display_name: 'Alice' } });
-  const before = (await t.http.get(adminPath(alice.handle), t.adminToken)).body;
-  expectError(await t.http.patch(adminPath(alice.handle), { policy: 'maybe' }, t.adminToken), 400, 'INVALID_POLICY');
-  expectError(await t.http.patch(adminPath(alice.handle), { display_name: 'Changed', policy: 'maybe' }, t.adminToken), 400, 'INVALID_POLICY', 'with a valid field first');
-  const after = await t.http.get(adminPath(alice.handle), t.adminToken);
-  eq(after.body, before, 'the agent after the refused PATCHes');
-  // Control: a valid PATCH applies.
-  const patched = await t.http.patch(adminPath(alice.handle), { policy: 'allowlist' }, t.adminToken);
-  expectStatus(patched, 200);
-  eq(patched.body.policy, 'allowlist', 'policy after a valid PATCH');
-});
+item(
+  15,
+  'PATCH /_admin/agents/{h} with {"policy":"maybe"} returns 400 INVALID_POLICY and changes nothing',
+  async (t) => {
+    const alice = await t.agent('alice', { fields: { display_name: 'Alice' } });
+    const before = (await t.http.get(adminPath(alice.handle), t.adminToken)).body;
+    expectError(await t.http.patch(adminPath(alice.handle), { policy: 'maybe' }, t.adminToken), 400, 'INVALID_POLICY');
+    expectError(
+      await t.http.patch(adminPath(alice.handle), { display_name: 'Changed', policy: 'maybe' }, t.adminToken),
+      400,
+      'INVALID_POLICY',
+      'with a valid field first',
+    );
+    const after = await t.http.get(adminPath(alice.handle), t.adminToken);
+    eq(after.body, before, 'the agent after the refused PATCHes');
+    // Control: a valid PATCH applies.
+    const patched = await t.http.patch(adminPath(alice.handle), { policy: 'allowlist' }, t.adminToken);
+    expectStatus(patched, 200);
+    eq(patched.body.policy, 'allowlist', 'policy after a valid PATCH');
+  },
+);

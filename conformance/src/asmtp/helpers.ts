@@ -16,11 +16,20 @@ export const read = (t: T, agent: Agent) => inbox(t, agent, '&unread=false');
 
 /** POST /agents/me/allowlist that must succeed. */
 export async function allow(t: T, agent: Agent, entries: string[]): Promise<void> {
-  expectStatus(await t.http.post('/agents/me/allowlist', { entries }, agent.token), 200, `allowlist of ${agent.handle}`);
+  expectStatus(
+    await t.http.post('/agents/me/allowlist', { entries }, agent.token),
+    200,
+    `allowlist of ${agent.handle}`,
+  );
 }
 
 /** Whether the id is still free: an unrelated envelope with that id is accepted (202) by `by`. */
 export async function idIsFree(t: T, by: Agent, to: string, id: string): Promise<boolean> {
-  const reply = await t.send(by, { id, to: [to], date_ms: Date.now(), content_parts: [{ type: 'text', text: 'probe' }] });
+  const reply = await t.send(by, {
+    id,
+    to: [to],
+    date_ms: Date.now(),
+    content_parts: [{ type: 'text', text: 'probe' }],
+  });
   return reply.status === 202;
 }

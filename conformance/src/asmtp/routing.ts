@@ -49,7 +49,12 @@ item(3, 'a known path with the wrong method returns 405 METHOD_NOT_ALLOWED', asy
     ['GET', '/mailbox/read'],
   ]) {
     for (const token of [undefined, alice.token]) {
-      expectError(await t.http.request(method, path, { token }), 405, 'METHOD_NOT_ALLOWED', `${method} ${path}${token ? ' with a bearer' : ''}`);
+      expectError(
+        await t.http.request(method, path, { token }),
+        405,
+        'METHOD_NOT_ALLOWED',
+        `${method} ${path}${token ? ' with a bearer' : ''}`,
+      );
     }
   }
 });
@@ -73,30 +78,52 @@ item(4, 'every error response body is {"error":{"code":string,"message":string}}
     await t.send(alice, { ...first, subject: 'changed' }),
     await t.http.post('/_admin/agents', { handle: bob }, t.adminToken),
   ];
-  eq(replies.map((r) => r.status), [400, 400, 400, 401, 401, 401, 404, 404, 404, 405, 409, 409], 'statuses');
+  eq(
+    replies.map((r) => r.status),
+    [400, 400, 400, 401, 401, 401, 404, 404, 404, 405, 409, 409],
+    'statuses',
+  );
   for (const reply of replies) {
     const body = JSON.parse(reply.text) as Record<string, unknown>;
     const what = `${reply.method} ${reply.path} → ${reply.status}`;
     eq(Object.keys(body), ['error'], `${what} top-level keys`);
     const error = body.error as Record<string, unknown>;
     eq(Object.keys(error).sort(), ['code', 'message'], `${what} error keys`);
-    ok(typeof error.code === 'string' && typeof error.message === 'string', `${what}: code and message must be strings`);
+    ok(
+      typeof error.code === 'string' && typeof error.message === 'string',
+      `${what}: code and message must be strings`,
+    );
   }
 });
 
 item(5, 'agent routes without Authorization return 401 UNAUTHORIZED', async (t) => {
   for (const route of coreRoutes()) {
-    expectError(await t.http.request(route.method, route.path, { body: route.body }), 401, 'UNAUTHORIZED', `${route.method} ${route.path}`);
+    expectError(
+      await t.http.request(route.method, route.path, { body: route.body }),
+      401,
+      'UNAUTHORIZED',
+      `${route.method} ${route.path}`,
+    );
   }
   for (const authorization of ['', 'Basic abc', 'Bearer', 'Token x']) {
-    expectError(await t.http.request('GET', '/mailbox', { headers: { authorization } }), 401, 'UNAUTHORIZED', `Authorization ${JSON.stringify(authorization)}`);
+    expectError(
+      await t.http.request('GET', '/mailbox', { headers: { authorization } }),
+      401,
+      'UNAUTHORIZED',
+      `Authorization ${JSON.stringify(authorization)}`,
+    );
   }
 });
 
 item(6, 'agent routes with an unknown bearer return 401 UNAUTHORIZED', async (t) => {
   const unknown = `unknown-${ulid()}`;
   for (const route of coreRoutes()) {
-    expectError(await t.http.request(route.method, route.path, { token: unknown, body: route.body }), 401, 'UNAUTHORIZED', `${route.method} ${route.path}`);
+    expectError(
+      await t.http.request(route.method, route.path, { token: unknown, body: route.body }),
+      401,
+      'UNAUTHORIZED',
+      `${route.method} ${route.path}`,
+    );
   }
   expectError(await t.http.get('/mailbox', t.adminToken), 401, 'UNAUTHORIZED', 'the admin token is not an agent token');
 });
@@ -104,11 +131,22 @@ item(6, 'agent routes with an unknown bearer return 401 UNAUTHORIZED', async (t)
 item(7, 'Authorization: bearer <t> (lower-case scheme) is accepted', async (t) => {
   const { alice, bob } = await t.agents('alice', 'bob');
   for (const authorization of [`bearer ${alice.token}`, `BEARER ${alice.token}`, `  Bearer   ${alice.token}  `]) {
-    expectStatus(await t.http.request('GET', '/mailbox', { headers: { authorization } }), 200, `Authorization ${JSON.stringify(authorization.replace(alice.token, '<t>'))}`);
+    expectStatus(
+      await t.http.request('GET', '/mailbox', { headers: { authorization } }),
+      200,
+      `Authorization ${JSON.stringify(authorization.replace(alice.token, '<t>'))}`,
+    );
   }
-  const sent = await t.http.request('POST', '/messages', { headers: { authorization: `bearer ${alice.token}` }, body: envelope(bob.handle) });
+  const sent = await t.http.request('POST', '/messages', {
+    headers: { authorization: `bearer ${alice.token}` },
+    body: envelope(bob.handle),
+  });
   expectStatus(sent, 202, 'send with a lower-case scheme');
-  expectStatus(await t.http.request('GET', '/_admin/agents', { headers: { authorization: `bearer ${t.adminToken}` } }), 200, 'admin with a lower-case scheme');
+  expectStatus(
+    await t.http.request('GET', '/_admin/agents', { headers: { authorization: `bearer ${t.adminToken}` } }),
+    200,
+    'admin with a lower-case scheme',
+  );
 });
 
 item(8, 'admin routes reject agent tokens and missing or wrong admin tokens with 401', async (t) => {
@@ -130,7 +168,12 @@ item(8, 'admin routes reject agent tokens and missing or wrong admin tokens with
   ];
   for (const [label, headers] of credentials) {
     for (const [method, route, body] of routes) {
-      expectError(await t.http.request(method, route, { headers, body }), 401, 'UNAUTHORIZED', `${label}: ${method} ${route}`);
+      expectError(
+        await t.http.request(method, route, { headers, body }),
+        401,
+        'UNAUTHORIZED',
+        `${label}: ${method} ${route}`,
+      );
     }
   }
   // Nothing changed: the agent and its token are as before, nothing was created.
@@ -139,5 +182,6 @@ item(8, 'admin routes reject agent tokens and missing or wrong admin tokens with
   eq(shown.body.display_name, 'Alice', 'display_name unchanged');
   expectStatus(await t.http.get('/mailbox', alice.token), 200, 'the agent token still works');
   const created = await t.http.get(`/_admin/agents/${encodeURIComponent(fresh)}`, t.adminToken);
-  if (created.status !== 404) throw new Failure(`an unauthorized POST /_admin/agents created ${fresh} (${created.status})`);
+  if (created.status !== 404)
+    throw new Failure(`an unauthorized POST /_admin/agents created ${fresh} (${created.status})`);
 });

@@ -37,7 +37,8 @@ export class CliHttp {
   async call(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<Reply> {
     const headers = { ...this.headers(method, body !== undefined), ...extraHeaders };
     this.sent.push({ method, path, headers });
-    const payload = body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
+    const payload =
+      body === undefined ? undefined : typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
     return this.http.request(method, path, { headers, body: payload });
   }
 
@@ -45,10 +46,13 @@ export class CliHttp {
   async ok(method: string, path: string, body?: unknown, extraHeaders: Record<string, string> = {}): Promise<any> {
     const reply = await this.call(method, path, body, extraHeaders);
     if (reply.status < 200 || reply.status > 299) {
-      throw new Failure(`the CLI would fail: ${method} ${path} → ${reply.status} ${cliErrorCode(reply)} ${show(reply.text, 200)}`);
+      throw new Failure(
+        `the CLI would fail: ${method} ${path} → ${reply.status} ${cliErrorCode(reply)} ${show(reply.text, 200)}`,
+      );
     }
     if (reply.status === 204) return null;
-    if (typeof reply.body !== 'object' || reply.body === null) throw new Failure(`the CLI cannot parse ${method} ${path} → ${reply.status}: ${show(reply.text, 200)}`);
+    if (typeof reply.body !== 'object' || reply.body === null)
+      throw new Failure(`the CLI cannot parse ${method} ${path} → ${reply.status}: ${show(reply.text, 200)}`);
     return reply.body;
   }
 }
@@ -87,9 +91,13 @@ export function checkHeaders(headers: any[], what: string): void {
 
 /** `next_cursor` must be present, and explicitly null or a cursor object (the listen loop stops only on `=== null`). */
 export function checkNextCursor(reply: Reply, what: string): void {
-  if (!('next_cursor' in reply.body)) throw new Failure(`${what}: next_cursor is missing — the CLI's listen catch-up loop would never end`);
+  if (!('next_cursor' in reply.body))
+    throw new Failure(`${what}: next_cursor is missing — the CLI's listen catch-up loop would never end`);
   const cursor = reply.body.next_cursor;
-  if (cursor !== null && (typeof cursor !== 'object' || typeof cursor.created_at !== 'number' || typeof cursor.envelope_id !== 'string')) {
+  if (
+    cursor !== null &&
+    (typeof cursor !== 'object' || typeof cursor.created_at !== 'number' || typeof cursor.envelope_id !== 'string')
+  ) {
     throw new Failure(`${what}: next_cursor ${show(cursor)} is neither null nor {created_at, envelope_id}`);
   }
 }

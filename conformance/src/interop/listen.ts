@@ -51,9 +51,15 @@ export class CliListener {
     this.watermark = this.saved === null ? null : structuredClone(this.saved);
     let socket: Socket;
     try {
-      socket = await connect(this.baseUrl, { headers: { authorization: `Bearer ${this.token}`, 'user-agent': USER_AGENT } }, label);
+      socket = await connect(
+        this.baseUrl,
+        { headers: { authorization: `Bearer ${this.token}`, 'user-agent': USER_AGENT } },
+        label,
+      );
     } catch (error) {
-      throw new Failure(`listen could not connect: ${(error as { status?: number }).status ?? (error as Error).message}`);
+      throw new Failure(
+        `listen could not connect: ${(error as { status?: number }).status ?? (error as Error).message}`,
+      );
     }
     this.socket = socket;
     socket.ws.on('message', (data) => this.onFrame((data as Buffer).toString()));
@@ -78,7 +84,10 @@ export class CliListener {
 
   /** Ids of the printed `envelope.notify` lines, in print order. */
   get printedIds(): string[] {
-    return this.stdout.map((line) => JSON.parse(line)).filter((o) => o.op === 'envelope.notify' || o.op === undefined).map((o) => o.id as string);
+    return this.stdout
+      .map((line) => JSON.parse(line))
+      .filter((o) => o.op === 'envelope.notify' || o.op === undefined)
+      .map((o) => o.id as string);
   }
 
   get printed(): any[] {
@@ -90,13 +99,19 @@ export class CliListener {
     const paths: string[] = [];
     this.catchUps.push(paths);
     for (let pages = 0; ; pages++) {
-      if (pages >= MAX_PAGES) throw new Failure(`listen catch-up did not end after ${MAX_PAGES} pages (requests ${paths.slice(-2).join(' ')})`);
+      if (pages >= MAX_PAGES)
+        throw new Failure(
+          `listen catch-up did not end after ${MAX_PAGES} pages (requests ${paths.slice(-2).join(' ')})`,
+        );
       const cursor = this.watermark;
-      const after = cursor ? `&after_created_at=${cursor.last_seen_created_at}&after_envelope_id=${cursor.last_seen_envelope_id}` : '';
+      const after = cursor
+        ? `&after_created_at=${cursor.last_seen_created_at}&after_envelope_id=${cursor.last_seen_envelope_id}`
+        : '';
       const path = `/mailbox?order=asc&limit=1000${after}`;
       paths.push(path);
       const reply = await cli.call('GET', path);
-      if (reply.status < 200 || reply.status > 299) throw new Failure(`listen catch-up: GET ${path} → ${reply.status} ${show(reply.text, 200)}`);
+      if (reply.status < 200 || reply.status > 299)
+        throw new Failure(`listen catch-up: GET ${path} → ${reply.status} ${show(reply.text, 200)}`);
       checkNextCursor(reply, `listen catch-up GET ${path}`);
       checkHeaders(reply.body.envelope_headers, `listen catch-up GET ${path}`);
       let fresh = 0;
@@ -109,8 +124,16 @@ export class CliListener {
       }
       if (fresh > 0) this.save();
       if (reply.body.next_cursor === null) return;
-      if (fresh === 0 && cursor !== null && this.watermark !== null && this.watermark.last_seen_envelope_id === cursor.last_seen_envelope_id && this.watermark.last_seen_created_at === cursor.last_seen_created_at) {
-        throw new Failure(`listen catch-up: GET ${path} returned a next_cursor but nothing after the watermark — the loop would spin`);
+      if (
+        fresh === 0 &&
+        cursor !== null &&
+        this.watermark !== null &&
+        this.watermark.last_seen_envelope_id === cursor.last_seen_envelope_id &&
+        this.watermark.last_seen_created_at === cursor.last_seen_created_at
+      ) {
+        throw new Failure(
+          `listen catch-up: GET ${path} returned a next_cursor but nothing after the watermark — the loop would spin`,
+        );
       }
     }
   }
@@ -156,9 +179,18 @@ export class CliListener {
 
   /** The advance rule: max (created_at, id) over the old cursor and the item; prune old dedup entries. */
   private advance(createdAt: number, id: string): void {
-    const watermark: Watermark = this.watermark ?? { last_seen_created_at: createdAt, last_seen_envelope_id: id, dedup_ids: {} };
+    const watermark: Watermark = this.watermark ?? {
+      last_seen_created_at: createdAt,
+      last_seen_envelope_id: id,
+      dedup_ids: {},
+    };
     watermark.dedup_ids[id] = createdAt;
-    if (compareKeys({ created_at: createdAt, id }, { created_at: watermark.last_seen_created_at, id: watermark.last_seen_envelope_id }) > 0) {
+    if (
+      compareKeys(
+        { created_at: createdAt, id },
+        { created_at: watermark.last_seen_created_at, id: watermark.last_seen_envelope_id },
+      ) > 0
+    ) {
       watermark.last_seen_created_at = createdAt;
       watermark.last_seen_envelope_id = id;
     }

@@ -16,9 +16,18 @@ async function main(): Promise<void> {
   for (let i = 0; i < argv.length; i++) {
     const value = argv[i + 1];
     switch (argv[i]) {
-      case '--api': apis.push(value); i++; break;
-      case '--gateway': gateways.push(value); i++; break;
-      case '--port': port = Number(value); i++; break;
+      case '--api':
+        apis.push(value);
+        i++;
+        break;
+      case '--gateway':
+        gateways.push(value);
+        i++;
+        break;
+      case '--port':
+        port = Number(value);
+        i++;
+        break;
       case '--fault':
         if (!(value in FAULTS)) throw new Error(`unknown fault ${value}; known: ${Object.keys(FAULTS).join(', ')}`);
         faults.push(value as Fault);
@@ -29,7 +38,9 @@ async function main(): Promise<void> {
     }
   }
   const proxy = await Proxy.start({ apis, gateways: gateways.length > 0 ? gateways : apis, port, faults });
-  process.stdout.write(`proxy listening on ${proxy.url} → api ${apis.join(', ')}; faults: ${faults.join(', ') || 'none'}\n`);
+  process.stdout.write(
+    `proxy listening on ${proxy.url} → api ${apis.join(', ')}; faults: ${faults.join(', ') || 'none'}\n`,
+  );
   const stop = () => void proxy.close().then(() => process.exit(0));
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);

@@ -60,7 +60,8 @@ export class Proxy {
   }
 
   static async start(options: ProxyOptions): Promise<Proxy> {
-    if (options.apis.length === 0 || options.gateways.length === 0) throw new Error('a proxy needs at least one api and one gateway');
+    if (options.apis.length === 0 || options.gateways.length === 0)
+      throw new Error('a proxy needs at least one api and one gateway');
     const server = http.createServer();
     const proxy = new Proxy(server, options);
     server.on('request', (req, res) => proxy.forward(req, res));
@@ -92,7 +93,13 @@ export class Proxy {
     const upstream = this.options.apis[this.nextApi++ % this.options.apis.length];
     this.count(upstream);
     const upstreamReq = http.request(
-      { ...target(upstream), method: req.method, path: req.url, headers: withoutHopByHop(req.rawHeaders), agent: this.agent },
+      {
+        ...target(upstream),
+        method: req.method,
+        path: req.url,
+        headers: withoutHopByHop(req.rawHeaders),
+        agent: this.agent,
+      },
       (upstreamRes) => this.respond(req, res, upstreamRes),
     );
     upstreamReq.on('error', (error) => {
@@ -100,8 +107,13 @@ export class Proxy {
         res.destroy();
         return;
       }
-      const body = JSON.stringify({ error: { code: 'BAD_GATEWAY', message: `upstream ${upstream}: ${error.message}` } });
-      res.writeHead(502, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+      const body = JSON.stringify({
+        error: { code: 'BAD_GATEWAY', message: `upstream ${upstream}: ${error.message}` },
+      });
+      res.writeHead(502, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+      });
       res.end(body);
     });
     req.pipe(upstreamReq);
@@ -119,9 +131,15 @@ export class Proxy {
     const chunks: Buffer[] = [];
     upstreamRes.on('data', (chunk: Buffer) => chunks.push(chunk));
     upstreamRes.on('end', () => {
-      const rewritten = this.rewriteResponse(req.method ?? 'GET', req.url ?? '/', upstreamRes.statusCode ?? 502, Buffer.concat(chunks));
+      const rewritten = this.rewriteResponse(
+        req.method ?? 'GET',
+        req.url ?? '/',
+        upstreamRes.statusCode ?? 502,
+        Buffer.concat(chunks),
+      );
       const headers: string[] = [];
-      for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() !== 'content-length') headers.push(raw[i], raw[i + 1]);
+      for (let i = 0; i < raw.length; i += 2)
+        if (raw[i].toLowerCase() !== 'content-length') headers.push(raw[i], raw[i + 1]);
       headers.push('Content-Length', String(rewritten.body.length));
       res.writeHead(rewritten.status, headers);
       res.end(rewritten.body);
@@ -172,7 +190,8 @@ export class Proxy {
     client.on('error', () => undefined);
     const gateway = net.connect(target(upstream), () => {
       let request = `${req.method} ${req.url} HTTP/${req.httpVersion}\r\n`;
-      for (let i = 0; i < req.rawHeaders.length; i += 2) request += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
+      for (let i = 0; i < req.rawHeaders.length; i += 2)
+        request += `${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}\r\n`;
       gateway.write(`${request}\r\n`);
       if (head.length > 0) gateway.write(head);
       client.pipe(gateway);
@@ -207,7 +226,11 @@ export class Proxy {
 }
 
 function sortKeys(object: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.keys(object).sort().map((key) => [key, object[key]]));
+  return Object.fromEntries(
+    Object.keys(object)
+      .sort()
+      .map((key) => [key, object[key]]),
+  );
 }
 
 /**
@@ -244,13 +267,17 @@ class FrameRewriter {
       if (!frame) break;
       this.buffer = this.buffer.subarray(frame.length);
       const { fin, opcode, payload } = frame;
-      out.push(fin && opcode === 1 ? encodeFrame(0x81, Buffer.from(this.rewrite(payload.toString('utf8')))) : frame.raw);
+      out.push(
+        fin && opcode === 1 ? encodeFrame(0x81, Buffer.from(this.rewrite(payload.toString('utf8')))) : frame.raw,
+      );
     }
     return Buffer.concat(out);
   }
 }
 
-function parseFrame(buffer: Buffer): { fin: boolean; opcode: number; payload: Buffer; raw: Buffer; length: number } | undefined {
+function parseFrame(
+  buffer: Buffer,
+): { fin: boolean; opcode: number; payload: Buffer; raw: Buffer; length: number } | undefined {
   if (buffer.length < 2) return undefined;
   const fin = (buffer[0] & 0x80) !== 0;
   const opcode = buffer[0] & 0x0f;
@@ -288,4 +315,3 @@ function encodeFrame(first: number, payload: Buffer): Buffer {
   }
   return Buffer.concat([head, payload]);
 }
-

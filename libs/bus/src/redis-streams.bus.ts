@@ -1,7 +1,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
 import Redis from 'ioredis';
-import { FrameBus, type AgentControl, type Delivery, type FrameSubscriber, type HeaderFrame, type StreamStats } from './bus';
+import {
+  FrameBus,
+  type AgentControl,
+  type Delivery,
+  type FrameSubscriber,
+  type HeaderFrame,
+  type StreamStats,
+} from './bus';
 
 export interface RedisBusOptions {
   url: string;
@@ -116,20 +123,36 @@ export class RedisFrameBus extends FrameBus {
         '~',
         maxLen,
         '*',
-        'r', frames.map((frame) => `${frame.mailbox_id}:${frame.seq}`).join(','),
-        'e', frames[0].envelope_id,
-        't', String(frames[0].created_at),
-        'c', String(delivery.committed_at),
-        'h', frames[0].header,
+        'r',
+        frames.map((frame) => `${frame.mailbox_id}:${frame.seq}`).join(','),
+        'e',
+        frames[0].envelope_id,
+        't',
+        String(frames[0].created_at),
+        'c',
+        String(delivery.committed_at),
+        'h',
+        frames[0].header,
       );
     }
     for (const monitor of delivery.monitor) {
-      pipeline.xadd(this.streamKey(this.partitionOf(monitor.mailbox_id)), 'MAXLEN', '~', maxLen, '*', 'm', String(monitor.mailbox_id), 'k', 'monitor', 'h', monitor.frame);
+      pipeline.xadd(
+        this.streamKey(this.partitionOf(monitor.mailbox_id)),
+        'MAXLEN',
+        '~',
+        maxLen,
+        '*',
+        'm',
+        String(monitor.mailbox_id),
+        'k',
+        'monitor',
+        'h',
+        monitor.frame,
+      );
     }
     batch.commands += byPartition.size + delivery.monitor.length;
     return new Promise((resolve, reject) => batch.waiters.push({ first, end: batch.commands, resolve, reject }));
   }
-
 
   private startPublishBatch(): PublishBatch {
     const batch: PublishBatch = { pipeline: this.commands.pipeline(), commands: 0, waiters: [] };
@@ -151,7 +174,8 @@ export class RedisFrameBus extends FrameBus {
       failure = error;
     }
     for (const waiter of batch.waiters) {
-      const error = failure ?? (results ?? []).slice(waiter.first, waiter.end).find(([commandError]) => commandError !== null)?.[0];
+      const error =
+        failure ?? (results ?? []).slice(waiter.first, waiter.end).find(([commandError]) => commandError !== null)?.[0];
       if (error === undefined || error === null) {
         waiter.resolve();
       } else {
@@ -185,7 +209,10 @@ export class RedisFrameBus extends FrameBus {
     this.reader.on('error', () => undefined);
     this.reader.on('ready', () => {
       this.readerId = undefined;
-      void this.reader!.call('CLIENT', 'ID').then((id) => (this.readerId = String(id)), () => undefined);
+      void this.reader!.call('CLIENT', 'ID').then(
+        (id) => (this.readerId = String(id)),
+        () => undefined,
+      );
     });
     this.running = true;
     this.loop = this.readLoop();
@@ -268,13 +295,18 @@ export class RedisFrameBus extends FrameBus {
     for (let partition = 0; partition < this.options.partitions; partition++) pipeline.xlen(this.streamKey(partition));
     const held = [...this.lastIds].filter(([partition]) => this.heldPartitions.has(partition));
     for (const [partition, lastId] of held) {
-      (pipeline as unknown as { roostCountAfter(key: string, id: string, cap: number): void }).roostCountAfter(this.streamKey(partition), lastId, LAG_COUNT_CAP);
+      (pipeline as unknown as { roostCountAfter(key: string, id: string, cap: number): void }).roostCountAfter(
+        this.streamKey(partition),
+        lastId,
+        LAG_COUNT_CAP,
+      );
     }
     const results = (await pipeline.exec()) ?? [];
     const failed = results.find(([error]) => error !== null)?.[0];
     if (failed) throw failed;
     const stats: StreamStats[] = [];
-    for (let partition = 0; partition < this.options.partitions; partition++) stats.push({ partition, length: Number(results[partition][1]) });
+    for (let partition = 0; partition < this.options.partitions; partition++)
+      stats.push({ partition, length: Number(results[partition][1]) });
     held.forEach(([partition], i) => (stats[partition].lagEntries = Number(results[this.options.partitions + i][1])));
     return stats;
   }
@@ -300,7 +332,9 @@ export class RedisFrameBus extends FrameBus {
         let reply: StreamReply | typeof CLOSED;
         this.blocking = true;
         try {
-          reply = await this.untilClosed(this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids));
+          reply = await this.untilClosed(
+            this.reader!.xread('COUNT', READ_COUNT, 'BLOCK', READ_BLOCK_MS, 'STREAMS', ...keys, ...ids),
+          );
         } finally {
           this.blocking = false;
         }
@@ -359,7 +393,8 @@ export class RedisFrameBus extends FrameBus {
       for (const [id, fields] of entries) {
         // Never move back: an older read that returns late must not replay frames (monitor facts have no seq).
         const last = this.lastIds.get(partition);
-        if (this.heldPartitions.has(partition) && (last === undefined || compareStreamIds(id, last) > 0)) this.lastIds.set(partition, id);
+        if (this.heldPartitions.has(partition) && (last === undefined || compareStreamIds(id, last) > 0))
+          this.lastIds.set(partition, id);
         this.options.onReadLag?.(now - Number(id.slice(0, id.indexOf('-'))));
         const field = (name: string) => {
           for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
@@ -367,7 +402,8 @@ export class RedisFrameBus extends FrameBus {
         };
         if (field('k') === 'monitor') {
           const mailboxId = Number(field('m'));
-          if (this.heldMailboxes.has(mailboxId)) this.each((s) => s.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' }));
+          if (this.heldMailboxes.has(mailboxId))
+            this.each((s) => s.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' }));
           continue;
         }
         const envelopeId = field('e') ?? '';
@@ -378,7 +414,13 @@ export class RedisFrameBus extends FrameBus {
           const colon = pair.indexOf(':');
           const mailboxId = Number(pair.slice(0, colon));
           if (!this.heldMailboxes.has(mailboxId)) continue;
-          const frame = { mailbox_id: mailboxId, seq: Number(pair.slice(colon + 1)), envelope_id: envelopeId, created_at: createdAt, header };
+          const frame = {
+            mailbox_id: mailboxId,
+            seq: Number(pair.slice(colon + 1)),
+            envelope_id: envelopeId,
+            created_at: createdAt,
+            header,
+          };
           this.each((s) => s.onFrame(frame, committedAt));
         }
       }
@@ -402,7 +444,6 @@ export class RedisFrameBus extends FrameBus {
 
 /** What a read-loop wait yields once close() has begun. */
 const CLOSED = Symbol('closed');
-
 
 /** Order of two stream ids `<ms>-<n>`. */
 function compareStreamIds(a: string, b: string): number {

@@ -63,7 +63,12 @@ export class RoostClient {
     return this.transport.baseUrl;
   }
 
-  private call<T>(method: string, path: string, body?: unknown, query?: Record<string, string | number | boolean | undefined>): Promise<T> {
+  private call<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    query?: Record<string, string | number | boolean | undefined>,
+  ): Promise<T> {
     return this.transport.json<T>({ method, path, body, query, token: this.token });
   }
 
@@ -86,7 +91,9 @@ export class RoostClient {
    * read state alone.
    */
   message(id: string, options: { peek?: boolean } = {}): Promise<StoredEnvelope> {
-    return this.call<StoredEnvelope>('GET', `/messages/${enc(id)}`, undefined, { peek: options.peek ? true : undefined });
+    return this.call<StoredEnvelope>('GET', `/messages/${enc(id)}`, undefined, {
+      peek: options.peek ? true : undefined,
+    });
   }
 
   /** `GET /messages?ids=` in request order; unentitled ids are omitted (marks them read unless `peek`). */
@@ -94,8 +101,14 @@ export class RoostClient {
     const out: StoredEnvelope[] = [];
     for (let i = 0; i < ids.length; i += 100) {
       // The comma must stay unencoded (ASMTP.md §3.4): the operator splits before percent-decoding.
-      const batch = ids.slice(i, i + 100).map(enc).join(',');
-      const page = await this.call<{ envelopes: StoredEnvelope[] }>('GET', `/messages?ids=${batch}${options.peek ? '&peek=true' : ''}`);
+      const batch = ids
+        .slice(i, i + 100)
+        .map(enc)
+        .join(',');
+      const page = await this.call<{ envelopes: StoredEnvelope[] }>(
+        'GET',
+        `/messages?ids=${batch}${options.peek ? '&peek=true' : ''}`,
+      );
       out.push(...page.envelopes);
     }
     return out;
@@ -190,7 +203,11 @@ export class RoostClient {
   async downloadFile(idOrUrl: string): Promise<{ bytes: Buffer; contentType: string; filename?: string }> {
     let path = `/files/${enc(idOrUrl)}`;
     if (/^https?:\/\//.test(idOrUrl)) {
-      if (!idOrUrl.startsWith(this.url)) throw new RoostError('protocol', `${idOrUrl} is not on ${this.url}; the bearer is only sent to its own operator`);
+      if (!idOrUrl.startsWith(this.url))
+        throw new RoostError(
+          'protocol',
+          `${idOrUrl} is not on ${this.url}; the bearer is only sent to its own operator`,
+        );
       path = idOrUrl.slice(this.url.length);
     }
     const res = await this.transport.send({ method: 'GET', path, token: this.token });
@@ -253,7 +270,10 @@ export class RoostClient {
     return this.call('GET', '/search', undefined, { q, limit });
   }
 
-  searchAgents(q: string, query: { limit?: number; cursor?: string } = {}): Promise<{ agents: AgentHit[]; next_cursor: string | null }> {
+  searchAgents(
+    q: string,
+    query: { limit?: number; cursor?: string } = {},
+  ): Promise<{ agents: AgentHit[]; next_cursor: string | null }> {
     return this.call('GET', '/search/agents', undefined, { q, ...query });
   }
 

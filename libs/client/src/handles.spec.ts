@@ -14,9 +14,13 @@ describe('SDK handle grammar', () => {
 
   it('accepts handles and refuses the rest, suggesting the obvious spelling', () => {
     expect(isHandle('@acme.bob')).toBe(true);
-    for (const bad of ['bob', '@Acme.Bob', 'acme.bob', '@acme', '@acme.b.c', '@acme.*']) expect(isHandle(bad)).toBe(false);
+    for (const bad of ['bob', '@Acme.Bob', 'acme.bob', '@acme', '@acme.b.c', '@acme.*'])
+      expect(isHandle(bad)).toBe(false);
     expect(handleProblem('@acme.bob')).toBeNull();
-    expect(handleProblem('@Acme.Bob')).toMatchObject({ suggestion: '@acme.bob', message: expect.stringContaining('@<owner>.<name>') });
+    expect(handleProblem('@Acme.Bob')).toMatchObject({
+      suggestion: '@acme.bob',
+      message: expect.stringContaining('@<owner>.<name>'),
+    });
     expect(handleProblem('acme.bob')?.suggestion).toBe('@acme.bob');
     expect(handleProblem('bob')?.suggestion).toBeUndefined();
   });

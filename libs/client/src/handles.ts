@@ -11,7 +11,8 @@ const HANDLE_RE = new RegExp(HANDLE_PATTERN);
 const ALLOWLIST_ENTRY_RE = new RegExp(ALLOWLIST_ENTRY_PATTERN);
 
 export const isHandle = (value: unknown): boolean => typeof value === 'string' && HANDLE_RE.test(value);
-export const isAllowlistEntry = (value: unknown): value is string => typeof value === 'string' && ALLOWLIST_ENTRY_RE.test(value);
+export const isAllowlistEntry = (value: unknown): value is string =>
+  typeof value === 'string' && ALLOWLIST_ENTRY_RE.test(value);
 
 /** What a handle looks like, for error messages. */
 export const HANDLE_SHAPE = '@<owner>.<name>: lowercase letters, digits, _ and -, exactly one dot (e.g. @acme.bob)';
@@ -25,5 +26,8 @@ export function handleProblem(value: string): { message: string; suggestion?: st
   let guess = value.trim().toLowerCase();
   if (!guess.startsWith('@')) guess = `@${guess}`;
   const suggestion = isHandle(guess) ? guess : undefined;
-  return { message: `${JSON.stringify(value)} is not a handle; a handle is ${HANDLE_SHAPE}`, ...(suggestion ? { suggestion } : {}) };
+  return {
+    message: `${JSON.stringify(value)} is not a handle; a handle is ${HANDLE_SHAPE}`,
+    ...(suggestion ? { suggestion } : {}),
+  };
 }

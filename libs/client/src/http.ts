@@ -100,15 +100,19 @@ export class Transport {
     }
     if (payload) headers['content-length'] = payload.length;
     const timeoutMs = req.timeoutMs ?? this.options.timeoutMs ?? 30_000;
-    if (this.options.dispatch) return this.options.dispatch({ method: req.method, url, headers, body: payload, timeoutMs });
+    if (this.options.dispatch)
+      return this.options.dispatch({ method: req.method, url, headers, body: payload, timeoutMs });
     // node:https (and TLS) load only for https URLs: a loopback CLI call stays cheap.
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- TLS loads only for https URLs
-    const requester = url.protocol === 'https:' ? (require('node:https') as typeof import('node:https')).request : httpRequest;
+    const requester =
+      url.protocol === 'https:' ? (require('node:https') as typeof import('node:https')).request : httpRequest;
     return new Promise((resolve, reject) => {
       const outgoing = requester(url, { method: req.method, headers }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+        );
         res.on('error', (error) => reject(networkError(error, this.baseUrl)));
       });
       outgoing.setTimeout(timeoutMs, () => {
@@ -127,7 +131,10 @@ export class Transport {
     try {
       return JSON.parse(res.body.toString('utf8')) as T;
     } catch {
-      throw new RoostError('protocol', `${req.method} ${req.path}: the operator answered ${res.status} with a body that is not JSON`);
+      throw new RoostError(
+        'protocol',
+        `${req.method} ${req.path}: the operator answered ${res.status} with a body that is not JSON`,
+      );
     }
   }
 }

@@ -27,10 +27,20 @@ describe('cursor', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'roost-cursor-')), 'nested', 'cursor.json');
     const store = new FileCursorStore(file);
     expect(store.load().cursor).toBeNull();
-    store.save({ cursor: { created_at: 100_000, envelope_id: '01X' }, recent: new Map([['01OLD', 1], ['01X', 100_000]]) });
+    store.save({
+      cursor: { created_at: 100_000, envelope_id: '01X' },
+      recent: new Map([
+        ['01OLD', 1],
+        ['01X', 100_000],
+      ]),
+    });
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const saved = JSON.parse(readFileSync(file, 'utf8'));
-    expect(saved).toEqual({ last_seen_created_at: 100_000, last_seen_envelope_id: '01X', dedup_ids: { '01X': 100_000 } });
+    expect(saved).toEqual({
+      last_seen_created_at: 100_000,
+      last_seen_envelope_id: '01X',
+      dedup_ids: { '01X': 100_000 },
+    });
     expect(store.load().cursor).toEqual({ created_at: 100_000, envelope_id: '01X' });
   });
 
@@ -52,7 +62,15 @@ describe('de-duplication and frame checks', () => {
   });
 
   it('accepts an envelope.notify only with the fields the ASMTP CLI requires', () => {
-    const frame = { op: 'envelope.notify', id: '01A', from: '@a.b', to: ['@c.d'], type_hint: 'text', created_at: 1, date_ms: 1 };
+    const frame = {
+      op: 'envelope.notify',
+      id: '01A',
+      from: '@a.b',
+      to: ['@c.d'],
+      type_hint: 'text',
+      created_at: 1,
+      date_ms: 1,
+    };
     expect(isHeader(frame)).toBe(true);
     expect(isHeader({ ...frame, created_at: '1' })).toBe(false);
     expect(isHeader({ ...frame, to: '@c.d' })).toBe(false);

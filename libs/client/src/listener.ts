@@ -1,5 +1,13 @@
 import type WebSocket from 'ws';
-import { BoundedSet, compareCursors, FileCursorStore, maxCursor, MemoryCursorStore, ORIGIN, type CursorStore } from './cursor';
+import {
+  BoundedSet,
+  compareCursors,
+  FileCursorStore,
+  maxCursor,
+  MemoryCursorStore,
+  ORIGIN,
+  type CursorStore,
+} from './cursor';
 import { Transport } from './http';
 import type { Cursor, CursorExpired, Frame, Header, MailboxPage, MonitorFact } from './types';
 
@@ -61,7 +69,12 @@ export interface ListenerOptions {
 }
 
 /** `min(1000·2^(n-1), 30000)` ms ± 30 % (ASMTP.md §6.6); n ≥ 1 is the count of failures in a row. */
-export function backoffDelay(failures: number, random: () => number = Math.random, baseMs = 1000, maxMs = 30_000): number {
+export function backoffDelay(
+  failures: number,
+  random: () => number = Math.random,
+  baseMs = 1000,
+  maxMs = 30_000,
+): number {
   const base = Math.min(baseMs * 2 ** Math.max(0, failures - 1), maxMs);
   return Math.round(base * (1 + (random() * 2 - 1) * 0.3));
 }
@@ -122,7 +135,9 @@ export class Listener {
 
   constructor(private readonly options: ListenerOptions) {
     this.store =
-      typeof options.cursor === 'string' ? new FileCursorStore(options.cursor) : (options.cursor ?? new MemoryCursorStore());
+      typeof options.cursor === 'string'
+        ? new FileCursorStore(options.cursor)
+        : (options.cursor ?? new MemoryCursorStore());
     const state = this.store.load();
     this.cursorValue = state.cursor;
     this.recent = state.recent;
@@ -187,7 +202,12 @@ export class Listener {
       if (outcome.kind === 'now') continue;
       failures++;
       if (this.options.maxAttempts !== undefined && failures >= this.options.maxAttempts) return this.end('gave_up');
-      const delayMs = backoffDelay(failures, this.options.random, this.options.backoff?.baseMs, this.options.backoff?.maxMs);
+      const delayMs = backoffDelay(
+        failures,
+        this.options.random,
+        this.options.backoff?.baseMs,
+        this.options.backoff?.maxMs,
+      );
       this.event({ type: 'retry', delayMs, failures });
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, delayMs);
@@ -276,7 +296,8 @@ export class Listener {
           this.flush();
           if (rejectedStatus === 401) return resolve({ kind: 'end', reason: 'unauthorized' });
           if (code === CLOSE_REVOKED) return resolve({ kind: 'end', reason: 'revoked' });
-          if (code === CLOSE_SLOW_CONSUMER || code === CLOSE_SERVICE_RESTART) return resolve({ kind: 'now', openedFor });
+          if (code === CLOSE_SLOW_CONSUMER || code === CLOSE_SERVICE_RESTART)
+            return resolve({ kind: 'now', openedFor });
           resolve({ kind: 'retry', openedFor });
         });
       });

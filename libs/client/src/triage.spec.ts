@@ -12,7 +12,9 @@ const header = {
 
 describe('triage line', () => {
   it('puts short id, age, sender, subject, type and size in that order', () => {
-    expect(triageLine(header, 1_000_000 + 5 * 60_000)).toBe('2V4X6Y 5m @acme.alice "Deploy plan for Friday" text ~120t');
+    expect(triageLine(header, 1_000_000 + 5 * 60_000)).toBe(
+      '2V4X6Y 5m @acme.alice "Deploy plan for Friday" text ~120t',
+    );
   });
 
   it('marks replies, cc, guard flags, receipts and schedules', () => {

@@ -50,7 +50,10 @@ export function size(tokens: number | undefined): string {
 export function subjectText(subject: string | undefined, max = SUBJECT_MAX): string {
   if (subject === undefined) return '-';
   // eslint-disable-next-line no-control-regex -- control characters would break the one-line triage format
-  let text = subject.replace(/[\u0000-\u001f\u007f]+/g, ' ').replace(/\s+/g, ' ').trim();
+  let text = subject
+    .replace(/[\u0000-\u001f\u007f]+/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
   text = text.replace(/^(re|fwd?):\s*/i, '');
   if (text === '') return '-';
   if ([...text].length > max) {

@@ -24,7 +24,15 @@ export type GuardPolicy = 'off' | 'warn' | 'block';
 export type ContentPart =
   | { type: 'text'; text: string; [key: string]: unknown }
   | { type: 'image'; url?: string; file_id?: string; mime_type?: string; [key: string]: unknown }
-  | { type: 'file'; url?: string; file_id?: string; name?: string; mime_type?: string; size?: number; [key: string]: unknown }
+  | {
+      type: 'file';
+      url?: string;
+      file_id?: string;
+      name?: string;
+      mime_type?: string;
+      size?: number;
+      [key: string]: unknown;
+    }
   | { type: 'data'; data: Record<string, unknown>; schema?: string; [key: string]: unknown };
 
 /** `POST /messages` body (ASMTP.md §2.1); `from` is never sent. */

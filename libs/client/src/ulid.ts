@@ -9,7 +9,8 @@ const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 export const ENVELOPE_ID_PATTERN = '^01[0-9A-HJKMNP-TV-Z]{24}$';
 export const ENVELOPE_ID_RE = new RegExp(ENVELOPE_ID_PATTERN);
 
-export const isEnvelopeId = (value: unknown): value is string => typeof value === 'string' && ENVELOPE_ID_RE.test(value);
+export const isEnvelopeId = (value: unknown): value is string =>
+  typeof value === 'string' && ENVELOPE_ID_RE.test(value);
 
 function encodeTime(ms: number): string {
   let out = '';

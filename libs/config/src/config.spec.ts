@@ -64,7 +64,9 @@ describe('loadConfig: explicit values', () => {
   });
 
   it('accepts postgres: and postgresql: URLs, redis: and rediss: URLs', () => {
-    expect(loadConfig({ DATABASE_URL: 'postgresql://x/y', ROOST_ADMIN_TOKEN: TOKEN }).databaseUrl).toBe('postgresql://x/y');
+    expect(loadConfig({ DATABASE_URL: 'postgresql://x/y', ROOST_ADMIN_TOKEN: TOKEN }).databaseUrl).toBe(
+      'postgresql://x/y',
+    );
     expect(loadConfig({ REDIS_URL: 'rediss://r:6380' }).redisUrl).toBe('rediss://r:6380');
   });
 
@@ -80,7 +82,12 @@ describe('loadConfig: explicit values', () => {
   });
 
   it('allows split roles with Postgres and Redis', () => {
-    const config = loadConfig({ ROOST_ROLE: 'gateway', DATABASE_URL: PG, REDIS_URL: 'redis://r', ROOST_ADMIN_TOKEN: TOKEN });
+    const config = loadConfig({
+      ROOST_ROLE: 'gateway',
+      DATABASE_URL: PG,
+      REDIS_URL: 'redis://r',
+      ROOST_ADMIN_TOKEN: TOKEN,
+    });
     expect(config.role).toBe('gateway');
   });
 
@@ -109,13 +116,24 @@ describe('loadConfig: a transaction pooler in front of Postgres', () => {
   });
 
   it('ROOST_DB_POOLER=transaction turns named statements off unless ROOST_DB_PREPARED_STATEMENTS says on', () => {
-    expect(loadConfig({ ...env, ROOST_DB_POOLER: 'transaction' }).db).toMatchObject({ pooler: 'transaction', preparedStatements: false });
-    expect(loadConfig({ ...env, ROOST_DB_POOLER: 'transaction', ROOST_DB_PREPARED_STATEMENTS: 'auto' }).db.preparedStatements).toBe(false);
-    expect(loadConfig({ ...env, ROOST_DB_POOLER: 'transaction', ROOST_DB_PREPARED_STATEMENTS: 'on' }).db.preparedStatements).toBe(true);
+    expect(loadConfig({ ...env, ROOST_DB_POOLER: 'transaction' }).db).toMatchObject({
+      pooler: 'transaction',
+      preparedStatements: false,
+    });
+    expect(
+      loadConfig({ ...env, ROOST_DB_POOLER: 'transaction', ROOST_DB_PREPARED_STATEMENTS: 'auto' }).db
+        .preparedStatements,
+    ).toBe(false);
+    expect(
+      loadConfig({ ...env, ROOST_DB_POOLER: 'transaction', ROOST_DB_PREPARED_STATEMENTS: 'on' }).db.preparedStatements,
+    ).toBe(true);
   });
 
   it('ROOST_DB_PREPARED_STATEMENTS=off works without a pooler too', () => {
-    expect(loadConfig({ ...env, ROOST_DB_PREPARED_STATEMENTS: 'off' }).db).toMatchObject({ pooler: 'none', preparedStatements: false });
+    expect(loadConfig({ ...env, ROOST_DB_PREPARED_STATEMENTS: 'off' }).db).toMatchObject({
+      pooler: 'none',
+      preparedStatements: false,
+    });
   });
 });
 
@@ -132,9 +150,17 @@ describe('loadConfig: each invalid variable gives a ConfigError naming it', () =
     ['ROOST_ROLE=nope', 'ROOST_ROLE', { ROOST_ROLE: 'nope' }],
     ['ROOST_ROLE=API (case-sensitive)', 'ROOST_ROLE', { ROOST_ROLE: 'API' }],
     ['ROOST_ROLE=api without DATABASE_URL', 'DATABASE_URL', { ROOST_ROLE: 'api', REDIS_URL: 'redis://r' }],
-    ['ROOST_ROLE=worker without REDIS_URL', 'REDIS_URL', { ROOST_ROLE: 'worker', DATABASE_URL: PG, ROOST_ADMIN_TOKEN: TOKEN }],
+    [
+      'ROOST_ROLE=worker without REDIS_URL',
+      'REDIS_URL',
+      { ROOST_ROLE: 'worker', DATABASE_URL: PG, ROOST_ADMIN_TOKEN: TOKEN },
+    ],
     ['ROOST_ADMIN_TOKEN_HASH not hex', 'ROOST_ADMIN_TOKEN_HASH', { ROOST_ADMIN_TOKEN_HASH: 'z'.repeat(64) }],
-    ['ROOST_ADMIN_TOKEN_HASH upper-case hex', 'ROOST_ADMIN_TOKEN_HASH', { ROOST_ADMIN_TOKEN_HASH: sha256('x').toUpperCase() }],
+    [
+      'ROOST_ADMIN_TOKEN_HASH upper-case hex',
+      'ROOST_ADMIN_TOKEN_HASH',
+      { ROOST_ADMIN_TOKEN_HASH: sha256('x').toUpperCase() },
+    ],
     ['ROOST_ADMIN_TOKEN_HASH 63 chars', 'ROOST_ADMIN_TOKEN_HASH', { ROOST_ADMIN_TOKEN_HASH: sha256('x').slice(1) }],
     ['DATABASE_URL set without any admin token', 'ROOST_ADMIN_TOKEN', { DATABASE_URL: PG }],
     ['ROOST_ADMIN_TOKEN shorter than 16', 'ROOST_ADMIN_TOKEN', { ROOST_ADMIN_TOKEN: 'short' }],
@@ -208,7 +234,17 @@ describe('loadConfig: limits (EXTENSIONS.md §7)', () => {
   });
 
   it('0 disables each bound', () => {
-    const config = loadConfig({ ROOST_WS_MAX_PER_AGENT: '0', ROOST_WS_REPLAY_CONCURRENCY: '0', ROOST_WS_REPLAY_FRAMES_PER_S: '0', ROOST_AUTH_FAIL_LIMIT_PER_S: '0' });
-    expect([config.gateway.maxSocketsPerAgent, config.gateway.replayConcurrency, config.gateway.replayFramesPerSecond, config.authFail.perSecond]).toEqual([0, 0, 0, 0]);
+    const config = loadConfig({
+      ROOST_WS_MAX_PER_AGENT: '0',
+      ROOST_WS_REPLAY_CONCURRENCY: '0',
+      ROOST_WS_REPLAY_FRAMES_PER_S: '0',
+      ROOST_AUTH_FAIL_LIMIT_PER_S: '0',
+    });
+    expect([
+      config.gateway.maxSocketsPerAgent,
+      config.gateway.replayConcurrency,
+      config.gateway.replayFramesPerSecond,
+      config.authFail.perSecond,
+    ]).toEqual([0, 0, 0, 0]);
   });
 });

@@ -188,7 +188,12 @@ function cidrs(env: Env, name: string): Cidr[] {
       const version = isIP(address);
       const max = version === 4 ? 32 : 128;
       const prefix = prefixText === undefined ? max : Number(prefixText);
-      if (version === 0 || rest.length > 0 || (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) || prefix > max) {
+      if (
+        version === 0 ||
+        rest.length > 0 ||
+        (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) ||
+        prefix > max
+      ) {
         throw new ConfigError(name, `"${entry}" is not an IP address or CIDR block`);
       }
       return { address, prefix, family: version === 4 ? 'ipv4' : 'ipv6' };
@@ -214,7 +219,10 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('ROOST_METRICS_PORT', `must differ from PORT (${port}); 0 serves /metrics on PORT`);
   }
   const host = text(env, 'ROOST_HOST', embedded ? '127.0.0.1' : '0.0.0.0');
-  const publicUrl = (url(env, 'ROOST_PUBLIC_URL', ['http:', 'https:']) ?? `http://127.0.0.1:${port}`).replace(/\/+$/, '');
+  const publicUrl = (url(env, 'ROOST_PUBLIC_URL', ['http:', 'https:']) ?? `http://127.0.0.1:${port}`).replace(
+    /\/+$/,
+    '',
+  );
 
   const adminToken = optional(env, 'ROOST_ADMIN_TOKEN');
   const adminTokenHashRaw = optional(env, 'ROOST_ADMIN_TOKEN_HASH');
@@ -250,7 +258,8 @@ export function loadConfig(env: Env = process.env): Config {
     redisPrefix: text(env, 'ROOST_REDIS_PREFIX', 'roost:'),
     dataDir: resolve(text(env, 'ROOST_DATA_DIR', './.roost')),
     adminToken,
-    adminTokenHash: adminTokenHashRaw ?? (adminToken === null ? null : createHash('sha256').update(adminToken, 'utf8').digest('hex')),
+    adminTokenHash:
+      adminTokenHashRaw ?? (adminToken === null ? null : createHash('sha256').update(adminToken, 'utf8').digest('hex')),
     db: {
       poolSize: integer(env, 'ROOST_DB_POOL_SIZE', 20, 2, 1000),
       poolMin: integer(env, 'ROOST_DB_POOL_MIN', 4, 0, 1000),

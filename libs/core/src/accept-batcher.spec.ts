@@ -30,7 +30,12 @@ function job(id: string, mailbox: number): AcceptJob {
     envelopeId: id,
     senderId: 99,
     recipients: [{ agentId: mailbox, handle: `@m${mailbox}`, kind: 'to' }],
-    stored: { id, to: [`@m${mailbox}`], date_ms: 1, content_parts: [{ type: 'text', text: 'x' }] } as unknown as AcceptJob['stored'],
+    stored: {
+      id,
+      to: [`@m${mailbox}`],
+      date_ms: 1,
+      content_parts: [{ type: 'text', text: 'x' }],
+    } as unknown as AcceptJob['stored'],
     body: '{}',
     derived: { type_hint: 'text', size_hint: 1 },
     extensions: {},
@@ -98,14 +103,23 @@ describe('AcceptBatcher queue deadline', () => {
 function memoryRepository() {
   const seqs = new Map<number, number>();
   const calls = { transactions: 0, lockFree: 0 };
-  const stateOf = (agent_id: number): MailboxState => ({ agent_id, last_seq: seqs.get(agent_id) ?? 0, last_created_at: 0 });
+  const stateOf = (agent_id: number): MailboxState => ({
+    agent_id,
+    last_seq: seqs.get(agent_id) ?? 0,
+    last_created_at: 0,
+  });
   const repository = {
     transaction: <T>(fn: (trx: unknown) => Promise<T>) => {
       calls.transactions++;
       return fn({});
     },
     lockMailboxes: async (_trx: unknown, ids: readonly number[]) => ids.map(stateOf),
-    insertAll: async (_trx: unknown, envelopes: ReadonlyArray<{ id: string }>, _entries: unknown, states: MailboxState[]) => {
+    insertAll: async (
+      _trx: unknown,
+      envelopes: ReadonlyArray<{ id: string }>,
+      _entries: unknown,
+      states: MailboxState[],
+    ) => {
       for (const state of states) seqs.set(state.agent_id, state.last_seq);
       return new Set(envelopes.map((e) => e.id));
     },
@@ -120,7 +134,10 @@ function memoryRepository() {
 }
 
 describe('AcceptBatcher lock-free path', () => {
-  const config = loadConfig({ DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused', ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec' });
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
+    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+  });
 
   it('writes lock-free against the state its last commit left, and after another writer keeps the mailbox locked for 5 s of its clock', async () => {
     const { seqs, calls, repository } = memoryRepository();

@@ -174,7 +174,12 @@ export class AcceptBatcher {
         const plan = planBatch(jobs, known, this.now());
         let written: CompareAndSetResult;
         try {
-          written = await this.envelopes.insertAllIfCurrent(plan.envelopes, plan.entries, plan.states, expectedSeqs(plan, known));
+          written = await this.envelopes.insertAllIfCurrent(
+            plan.envelopes,
+            plan.entries,
+            plan.states,
+            expectedSeqs(plan, known),
+          );
         } catch (error) {
           if (isUnavailable(error)) throw error;
           written = 'stale'; // any other failure: trust nothing remembered, let the lock decide
@@ -258,7 +263,8 @@ export class AcceptBatcher {
 
 function toAsmtp(error: unknown): unknown {
   if (error instanceof MailboxGone) return notFound();
-  if (error instanceof FileClaimRefused) return badRequest('INVALID_FILE', 'file_id is unknown, not yours, or already used');
+  if (error instanceof FileClaimRefused)
+    return badRequest('INVALID_FILE', 'file_id is unknown, not yours, or already used');
   // A recipient deleted mid-accept surfaces as a foreign-key violation on its mailbox.
   if ((error as { code?: string }).code === '23503') return notFound();
   return error;

@@ -170,7 +170,8 @@ export class AcceptService {
    */
   private async checkReceipt(sender: Agent, receipt: ReceiptClaim, handles: string[]): Promise<void> {
     const parties = await this.receipts.parties(receipt.envelope_id, sender.id);
-    if (!parties?.is_recipient) throw badRequest('INVALID_RECEIPT', 'the receipt answers an envelope you did not receive');
+    if (!parties?.is_recipient)
+      throw badRequest('INVALID_RECEIPT', 'the receipt answers an envelope you did not receive');
     if (handles.length !== 1 || handles[0] !== parties.sender_handle) {
       throw badRequest('INVALID_RECEIPT', "a receipt is addressed to the answered envelope's sender only");
     }
@@ -189,7 +190,8 @@ export class AcceptService {
       if (recipient) found.set(handle, recipient);
       else missing.push(handle);
     }
-    for (const recipient of await this.agents.findRecipients(missing, sender.handle)) found.set(recipient.handle, recipient);
+    for (const recipient of await this.agents.findRecipients(missing, sender.handle))
+      found.set(recipient.handle, recipient);
     const recipients: Agent[] = [];
     for (const handle of handles) {
       if (handle === sender.handle) {

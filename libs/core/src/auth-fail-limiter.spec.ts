@@ -29,7 +29,9 @@ describe('AuthFailLimiter without Redis', () => {
 
   it('only 401s count: an outage (503) or success takes nothing', async () => {
     for (let i = 0; i < 20; i++) {
-      expect(await status(limiter.guard('192.0.2.3', () => Promise.reject(new AsmtpError(503, 'UNAVAILABLE', 'down'))))).toBe(503);
+      expect(
+        await status(limiter.guard('192.0.2.3', () => Promise.reject(new AsmtpError(503, 'UNAVAILABLE', 'down')))),
+      ).toBe(503);
       expect(await status(limiter.guard('192.0.2.3', () => Promise.resolve('ok')))).toBe(200);
     }
     expect(await status(limiter.guard('192.0.2.3', failing))).toBe(401);

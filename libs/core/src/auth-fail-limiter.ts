@@ -46,7 +46,11 @@ export class AuthFailLimiter implements OnApplicationShutdown {
     this.prefix = `${config.redisPrefix}authfail:`;
     this.addresses = new ClientAddresses(config.trustedProxies);
     if (config.redisUrl !== null && this.perSecond > 0) {
-      const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 500 });
+      const redis = new Redis(config.redisUrl, {
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        commandTimeout: 500,
+      });
       redis.on('error', () => undefined);
       redis.defineCommand('roostTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
       this.redis = redis as BucketRedis;
@@ -93,7 +97,9 @@ export class AuthFailLimiter implements OnApplicationShutdown {
   private async take(address: string): Promise<number> {
     if (this.redis) {
       try {
-        const waitMs = Number(await this.redis.roostTokenBucket(`${this.prefix}${address}`, this.perSecond, this.burst));
+        const waitMs = Number(
+          await this.redis.roostTokenBucket(`${this.prefix}${address}`, this.perSecond, this.burst),
+        );
         this.outage.succeeded();
         return waitMs;
       } catch (error) {

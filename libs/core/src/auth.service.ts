@@ -45,7 +45,12 @@ export class AuthService {
     // Embedded PGlite runs each query on the event loop over one session: one lookup at a time,
     // gathering every request of an event-loop turn into it (else each request got its own).
     const embedded = config.databaseUrl === null;
-    this.lookups = new Coalescer((keys) => this.lookUp(keys), embedded ? 1 : LOOKUPS_IN_FLIGHT, LOOKUPS_PER_QUERY, embedded);
+    this.lookups = new Coalescer(
+      (keys) => this.lookUp(keys),
+      embedded ? 1 : LOOKUPS_IN_FLIGHT,
+      LOOKUPS_PER_QUERY,
+      embedded,
+    );
   }
 
   /**
@@ -66,11 +71,17 @@ export class AuthService {
    * Authenticate a sender and, in the same round trip, load the recipients it names (the accept
    * path's policy inputs). 401 exactly as `agentFor`.
    */
-  senderFromHeader(authorization: string | undefined, handles: readonly string[]): Promise<{ agent: Agent; recipients: Recipients }> {
+  senderFromHeader(
+    authorization: string | undefined,
+    handles: readonly string[],
+  ): Promise<{ agent: Agent; recipients: Recipients }> {
     return this.authenticate(bearerFrom(authorization), handles);
   }
 
-  private async authenticate(token: string | null, handles: readonly string[]): Promise<{ agent: Agent; recipients: Recipients }> {
+  private async authenticate(
+    token: string | null,
+    handles: readonly string[],
+  ): Promise<{ agent: Agent; recipients: Recipients }> {
     if (token === null) throw unauthorized();
     const tokenHash = hashToken(token);
     if (this.unknownAgentTokens.has(tokenHash, Date.now())) {

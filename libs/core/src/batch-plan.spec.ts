@@ -17,7 +17,11 @@ function job(id: string, mailboxes: number[], extra: Partial<AcceptJob> = {}): A
   };
 }
 
-const state = (agent_id: number, last_seq: number, last_created_at: number): MailboxState => ({ agent_id, last_seq, last_created_at });
+const state = (agent_id: number, last_seq: number, last_created_at: number): MailboxState => ({
+  agent_id,
+  last_seq,
+  last_created_at,
+});
 
 describe('batch plan', () => {
   it('stamps created_at at the clock, above each mailbox last one and above earlier jobs of the batch', () => {
@@ -25,14 +29,24 @@ describe('batch plan', () => {
     const stamped = stampBatch([job('A', [1]), job('B', [1]), job('C', [2]), job('D', [1, 2])], locked, 1_000);
     expect(stamped.createdAts).toEqual([1_000, 1_001, 1_201, 1_202]);
     expect(JSON.parse(stamped.headers[2])).toMatchObject({ op: 'envelope.notify', id: 'C', created_at: 1_201 });
-    expect(stamped.envelopes[3]).toMatchObject({ id: 'D', created_at: 1_202, received_ms: 1_000, recipients: ['@m.n1', '@m.n2'], header: stamped.headers[3] });
+    expect(stamped.envelopes[3]).toMatchObject({
+      id: 'D',
+      created_at: 1_202,
+      received_ms: 1_000,
+      recipients: ['@m.n1', '@m.n2'],
+      header: stamped.headers[3],
+    });
   });
 
   it('carries the receipt and guard override into the envelope row', () => {
     const receipt = job('R', [1], { receipt: { envelope_id: 'X', status: 'read' }, guardOverride: ['secret'] });
     const [row] = stampBatch([receipt], [state(1, 0, 0)], 10).envelopes;
     expect(row).toMatchObject({ receipt_for: 'X', receipt_status: 'read', guard_override: ['secret'] });
-    expect(stampBatch([job('P', [1])], [state(1, 0, 0)], 10).envelopes[0]).toMatchObject({ receipt_for: null, receipt_status: null, guard_override: null });
+    expect(stampBatch([job('P', [1])], [state(1, 0, 0)], 10).envelopes[0]).toMatchObject({
+      receipt_for: null,
+      receipt_status: null,
+      guard_override: null,
+    });
   });
 
   it('allocates the next seq of each recipient mailbox in job order and reports each advanced state once', () => {
@@ -44,8 +58,23 @@ describe('batch plan', () => {
       { mailbox_id: 2, seq: 5, envelope_id: 'B', created_at: 1_001, kind: 'to' },
     ]);
     expect(plan.outcomes).toEqual([
-      { kind: 'stored', createdAt: 1_000, receivedMs: 1_000, header: plan.headers[0], entries: [{ mailboxId: 1, seq: 8 }, { mailboxId: 2, seq: 4 }] },
-      { kind: 'stored', createdAt: 1_001, receivedMs: 1_000, header: plan.headers[1], entries: [{ mailboxId: 2, seq: 5 }] },
+      {
+        kind: 'stored',
+        createdAt: 1_000,
+        receivedMs: 1_000,
+        header: plan.headers[0],
+        entries: [
+          { mailboxId: 1, seq: 8 },
+          { mailboxId: 2, seq: 4 },
+        ],
+      },
+      {
+        kind: 'stored',
+        createdAt: 1_001,
+        receivedMs: 1_000,
+        header: plan.headers[1],
+        entries: [{ mailboxId: 2, seq: 5 }],
+      },
     ]);
     expect(plan.states).toEqual([state(1, 8, 1_000), state(2, 5, 1_001)]);
     expect(locked).toEqual([state(1, 7, 500), state(2, 3, 600)]); // the caller's states are not mutated
@@ -57,7 +86,10 @@ describe('batch plan', () => {
     const stamped = stampBatch(jobs, locked, 100);
     const plan = allocateEntries(jobs, stamped, locked, 100, (j) => j.envelopeId !== 'B');
     expect(plan.outcomes.map((o) => o.kind)).toEqual(['stored', 'exists', 'stored']);
-    expect(plan.entries.map((e) => [e.envelope_id, e.mailbox_id, e.seq])).toEqual([['A', 1, 1], ['C', 1, 2]]);
+    expect(plan.entries.map((e) => [e.envelope_id, e.mailbox_id, e.seq])).toEqual([
+      ['A', 1, 1],
+      ['C', 1, 2],
+    ]);
     expect(plan.states).toEqual([state(1, 2, 102)]); // mailbox 2 is not advanced at all
   });
 

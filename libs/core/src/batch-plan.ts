@@ -57,7 +57,10 @@ export function stampBatch(jobs: readonly AcceptJob[], locked: readonly MailboxS
   const lastCreatedAt = new Map(locked.map((state) => [state.agent_id, state.last_created_at]));
   const stamped: Stamped = { createdAts: [], headers: [], envelopes: [] };
   for (const job of jobs) {
-    const createdAt = nextCreatedAt(now, job.recipients.map((r) => lastCreatedAt.get(r.agentId)!));
+    const createdAt = nextCreatedAt(
+      now,
+      job.recipients.map((r) => lastCreatedAt.get(r.agentId)!),
+    );
     for (const r of job.recipients) lastCreatedAt.set(r.agentId, createdAt);
     const header = headerJsonOf(job.stored, { ...job.derived, created_at: createdAt }, job.extensions);
     stamped.createdAts.push(createdAt);
@@ -92,7 +95,13 @@ export function allocateEntries(
       state.last_seq += 1;
       state.last_created_at = createdAt;
       changed.add(r.agentId);
-      plan.entries.push({ mailbox_id: r.agentId, seq: state.last_seq, envelope_id: job.envelopeId, created_at: createdAt, kind: r.kind });
+      plan.entries.push({
+        mailbox_id: r.agentId,
+        seq: state.last_seq,
+        envelope_id: job.envelopeId,
+        created_at: createdAt,
+        kind: r.kind,
+      });
       return { mailboxId: r.agentId, seq: state.last_seq };
     });
     plan.outcomes.push({ kind: 'stored', createdAt, receivedMs: now, header: stamped.headers[i], entries: allocated });

@@ -1,7 +1,8 @@
 import { loadConfig } from '#config';
 import { ClientAddresses } from './client-address';
 
-const addresses = (proxies: string) => new ClientAddresses(loadConfig({ ROOST_TRUSTED_PROXIES: proxies }).trustedProxies);
+const addresses = (proxies: string) =>
+  new ClientAddresses(loadConfig({ ROOST_TRUSTED_PROXIES: proxies }).trustedProxies);
 
 describe('ClientAddresses: X-Forwarded-For only from trusted proxies', () => {
   it('with no trusted proxy the TCP peer is the client, whatever the header says', () => {

@@ -2,7 +2,8 @@ import { BlockList, isIP } from 'node:net';
 import type { Cidr } from '#config';
 
 /** `::ffff:10.1.2.3` (an IPv4 peer on a dual-stack socket) is `10.1.2.3`. */
-const plain = (address: string): string => (address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address);
+const plain = (address: string): string =>
+  address.startsWith('::ffff:') && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
 
 /**
  * The client address a request's limits are keyed by (EXTENSIONS.md §7): the TCP peer, or, when the

@@ -40,7 +40,8 @@ export class ContentGuard {
     );
     if (findings.length === 0) return CLEAN;
     // Only content with findings pays for the policy lookup.
-    const policy: GuardPolicy = sender.content_guard ?? (await this.orgs.find(ownerOf(sender.handle)))?.content_guard ?? 'warn';
+    const policy: GuardPolicy =
+      sender.content_guard ?? (await this.orgs.find(ownerOf(sender.handle)))?.content_guard ?? 'warn';
     if (policy === 'off') return CLEAN;
     const flags = [...new Set(findings.map((finding) => finding.code))];
     if (policy === 'warn') {

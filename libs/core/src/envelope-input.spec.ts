@@ -62,7 +62,9 @@ describe('parsePostedEnvelope (ASMTP §2.1, §2.5 step 2)', () => {
   });
 
   it('INVALID_REFERENCES when the last reference differs from in_reply_to', () => {
-    expect(codeOf(() => parsePostedEnvelope(body({ in_reply_to: P1, references: [P1, P2] })))).toBe('INVALID_REFERENCES');
+    expect(codeOf(() => parsePostedEnvelope(body({ in_reply_to: P1, references: [P1, P2] })))).toBe(
+      'INVALID_REFERENCES',
+    );
   });
 
   it('accepts references whose last element equals in_reply_to, even if it also appears earlier', () => {
@@ -95,7 +97,12 @@ describe('resolveFileParts (ASMTP §7.2)', () => {
   it('replaces file_id with url as the last key, keeping the other keys in order', () => {
     const parts: ContentPart[] = [{ type: 'file', file_id: F1, name: 'a.pdf', mime_type: 'application/pdf' }];
     const { parts: resolved, fileIds } = resolveFileParts(parts, base);
-    expect(resolved[0]).toEqual({ type: 'file', name: 'a.pdf', mime_type: 'application/pdf', url: `${base}/files/${F1}` });
+    expect(resolved[0]).toEqual({
+      type: 'file',
+      name: 'a.pdf',
+      mime_type: 'application/pdf',
+      url: `${base}/files/${F1}`,
+    });
     expect(Object.keys(resolved[0])).toEqual(['type', 'name', 'mime_type', 'url']);
     expect(resolved[0]).not.toHaveProperty('file_id');
     expect(fileIds).toEqual([F1]);
@@ -153,7 +160,15 @@ describe('searchTextOf', () => {
   });
 
   it('replaces NUL characters, which Postgres text cannot hold', () => {
-    const text = searchTextOf(posted([{ type: 'text', text: 'a\u0000b' }, { type: 'data', data: { k: 'x\u0000' } }], 's\u0000'));
+    const text = searchTextOf(
+      posted(
+        [
+          { type: 'text', text: 'a\u0000b' },
+          { type: 'data', data: { k: 'x\u0000' } },
+        ],
+        's\u0000',
+      ),
+    );
     expect(text).not.toContain('\u0000');
     expect(text.startsWith('s \na b\n')).toBe(true);
   });

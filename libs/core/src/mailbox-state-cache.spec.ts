@@ -1,7 +1,11 @@
 import type { MailboxState } from '#db';
 import { MailboxStateCache } from './mailbox-state-cache';
 
-const state = (agent_id: number, last_seq: number): MailboxState => ({ agent_id, last_seq, last_created_at: last_seq * 10 });
+const state = (agent_id: number, last_seq: number): MailboxState => ({
+  agent_id,
+  last_seq,
+  last_created_at: last_seq * 10,
+});
 
 describe('MailboxStateCache', () => {
   let clock = 1_000;

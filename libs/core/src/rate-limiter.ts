@@ -49,7 +49,11 @@ export class RateLimiter implements OnApplicationShutdown {
     this.burst = config.rateLimit.burst;
     this.prefix = `${config.redisPrefix}ratelimit:`;
     if (config.redisUrl !== null && this.perSecond > 0) {
-      this.redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 500 });
+      this.redis = new Redis(config.redisUrl, {
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        commandTimeout: 500,
+      });
       this.redis.on('error', () => undefined);
       this.redis.defineCommand('roostTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
     }
@@ -70,7 +74,9 @@ export class RateLimiter implements OnApplicationShutdown {
   /** A limiter outage must not take the API down: when Redis fails, the request passes (counted). */
   private async takeShared(agentId: number): Promise<number> {
     try {
-      const redis = this.redis as Redis & { roostTokenBucket(key: string, rate: number, burst: number): Promise<number> };
+      const redis = this.redis as Redis & {
+        roostTokenBucket(key: string, rate: number, burst: number): Promise<number>;
+      };
       const waitMs = Number(await redis.roostTokenBucket(`${this.prefix}${agentId}`, this.perSecond, this.burst));
       if (this.unavailable) {
         this.unavailable = false;

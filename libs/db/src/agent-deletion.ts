@@ -14,7 +14,9 @@ import type { DB } from './schema';
 export async function deleteAgents(trx: Kysely<DB>, agentIds: readonly number[], now: number): Promise<number[]> {
   if (agentIds.length === 0) return [];
   const ids = [...agentIds].sort((a, b) => a - b);
-  await sql`select agent_id from mailboxes where agent_id = any(${ids}::bigint[]) order by agent_id for update`.execute(trx);
+  await sql`select agent_id from mailboxes where agent_id = any(${ids}::bigint[]) order by agent_id for update`.execute(
+    trx,
+  );
   const deleted = await trx
     .updateTable('agents')
     .set((eb) => ({

@@ -22,12 +22,18 @@ const AGENT_COLUMNS = [
 ] as const;
 
 /** A new agent's columns; the rest (id, allowlist, updated_at, deleted_at) the insert sets. */
-export type NewAgent = Omit<Selectable<AgentsTable>, 'id' | 'allowlist' | 'updated_at' | 'deleted_at' | 'token_hash'> & {
+export type NewAgent = Omit<
+  Selectable<AgentsTable>,
+  'id' | 'allowlist' | 'updated_at' | 'deleted_at' | 'token_hash'
+> & {
   token_hash: string;
 };
 
 export type AgentPatch = Partial<
-  Pick<Agent, 'policy' | 'display_name' | 'description' | 'card_body' | 'visibility' | 'content_guard' | 'retention_days'>
+  Pick<
+    Agent,
+    'policy' | 'display_name' | 'description' | 'card_body' | 'visibility' | 'content_guard' | 'retention_days'
+  >
 >;
 
 export type BlockRow = Omit<Selectable<BlocksTable>, 'agent_id'>;
@@ -97,7 +103,12 @@ export class AgentsRepository {
   }
 
   findById(id: number): Promise<Agent | undefined> {
-    return this.db.selectFrom('agents').select(AGENT_COLUMNS).where('id', '=', id).where('deleted_at', 'is', null).executeTakeFirst();
+    return this.db
+      .selectFrom('agents')
+      .select(AGENT_COLUMNS)
+      .where('id', '=', id)
+      .where('deleted_at', 'is', null)
+      .executeTakeFirst();
   }
 
   findByHandle(handle: string): Promise<Agent | undefined> {
@@ -110,7 +121,10 @@ export class AgentsRepository {
   }
 
   /** Recipients by handle, each with whether it blocked `senderHandle` (one query per accept). */
-  async findRecipients(handles: readonly string[], senderHandle: string): Promise<Array<Agent & { blocks_sender: boolean }>> {
+  async findRecipients(
+    handles: readonly string[],
+    senderHandle: string,
+  ): Promise<Array<Agent & { blocks_sender: boolean }>> {
     if (handles.length === 0) return [];
     this.recipientsSql ??= this.recipientsQuery('$1', ['$2']).sql;
     const query = CompiledQuery.raw(this.recipientsSql, [senderHandle, [...handles]]);
@@ -164,7 +178,12 @@ export class AgentsRepository {
    */
   create(agent: NewAgent): Promise<Agent | 'exists' | 'quota'> {
     return this.db.transaction().execute(async (trx) => {
-      const org = await trx.selectFrom('orgs').select('max_agents').where('name', '=', agent.owner).forUpdate().executeTakeFirst();
+      const org = await trx
+        .selectFrom('orgs')
+        .select('max_agents')
+        .where('name', '=', agent.owner)
+        .forUpdate()
+        .executeTakeFirst();
       if (org?.max_agents != null) {
         const { count } = await trx
           .selectFrom('agents')
@@ -221,7 +240,9 @@ export class AgentsRepository {
     return this.db
       .updateTable('agents')
       .set({
-        allowlist: sql<string[]>`array(select distinct e from unnest(allowlist || ${[...entries]}::text[]) as e order by e)`,
+        allowlist: sql<
+          string[]
+        >`array(select distinct e from unnest(allowlist || ${[...entries]}::text[]) as e order by e)`,
         updated_at: now,
       })
       .where('id', '=', id)
@@ -303,7 +324,6 @@ export class AgentsRepository {
     if (afterHandle !== undefined) query = query.where('handle', '>', afterHandle);
     return query.orderBy('handle').limit(limit).execute();
   }
-
 
   /** Current token hash of each agent (absent: deleted), to close sockets of revoked tokens. */
   async tokenHashes(agentIds: readonly number[]): Promise<Map<number, string>> {

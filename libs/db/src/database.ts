@@ -130,7 +130,11 @@ export function openPostgres(options: PostgresOptions): Database {
     application_name: options.applicationName ?? 'roost',
     types: {
       getTypeParser: ((oid: number, format?: string) =>
-        oid === INT8_OID ? parseInt8 : (pg.types.getTypeParser(oid, format as 'text') as (value: string) => unknown)) as typeof pg.types.getTypeParser,
+        oid === INT8_OID
+          ? parseInt8
+          : (pg.types.getTypeParser(oid, format as 'text') as (
+              value: string,
+            ) => unknown)) as typeof pg.types.getTypeParser,
     },
   });
   // An idle client that loses its server emits here; without a listener the process would die.
@@ -141,14 +145,11 @@ export function openPostgres(options: PostgresOptions): Database {
   // the pool drops the client on release, as it is no longer queryable.
   pool.on('connect', (client) => client.on('error', () => undefined));
   const dialectConfig: PostgresDialectConfig = { pool };
-  const dialect = pooler === 'none' ? new PostgresDialect(dialectConfig) : new LocalTimeoutDialect(dialectConfig, setLocal);
+  const dialect =
+    pooler === 'none' ? new PostgresDialect(dialectConfig) : new LocalTimeoutDialect(dialectConfig, setLocal);
   const db = new Kysely<DB>({ dialect, log: queryLog(options.onQuery) });
   let warnedLost = false;
-  const runPrepared = async <R>(
-    client: pg.Pool | pg.PoolClient,
-    name: string,
-    query: CompiledQuery,
-  ): Promise<R[]> => {
+  const runPrepared = async <R>(client: pg.Pool | pg.PoolClient, name: string, query: CompiledQuery): Promise<R[]> => {
     const start = performance.now();
     const values = [...query.parameters];
     try {
@@ -193,11 +194,15 @@ export function openPostgres(options: PostgresOptions): Database {
     transaction: (fn) => database.withSession((session) => inTransaction(session, fn, begin, true)),
     prepared: <R>(name: string, query: CompiledQuery) => runPrepared<R>(pool, name, query),
     async warm(statements, connections) {
-      const clients = await Promise.all(Array.from({ length: Math.min(connections, options.poolSize) }, () => pool.connect()));
+      const clients = await Promise.all(
+        Array.from({ length: Math.min(connections, options.poolSize) }, () => pool.connect()),
+      );
       try {
-        await Promise.all(clients.map(async (client) => {
-          for (const { name, query } of statements) await runPrepared(client, name, query);
-        }));
+        await Promise.all(
+          clients.map(async (client) => {
+            for (const { name, query } of statements) await runPrepared(client, name, query);
+          }),
+        );
       } finally {
         for (const client of clients) client.release();
       }
@@ -266,7 +271,12 @@ export async function openPglite(
   } else {
     mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const location = join(dataDir, 'pgdata');
-    pglite = new PGlite({ fs: new DurableNodeFS(location, onSync), startParams: durableStartParams(), parsers, extensions });
+    pglite = new PGlite({
+      fs: new DurableNodeFS(location, onSync),
+      startParams: durableStartParams(),
+      parsers,
+      extensions,
+    });
   }
   await pglite.waitReady;
   const lock = new SessionLock();
@@ -282,7 +292,8 @@ export async function openPglite(
             await pglite.exec(sql);
           },
           query: async <R>(sql: string, params: unknown[] = []) => (await pglite.query<R>(sql, params)).rows,
-          prepared: async <R>(_name: string, query: CompiledQuery) => (await pglite.query<R>(query.sql, [...query.parameters])).rows,
+          prepared: async <R>(_name: string, query: CompiledQuery) =>
+            (await pglite.query<R>(query.sql, [...query.parameters])).rows,
         });
       } finally {
         release();
@@ -317,7 +328,8 @@ async function inTransaction<T>(
   } catch (error) {
     // A lost or stalled connection (no SQLSTATE: reset, query_timeout) is destroyed on release,
     // which ends the transaction server-side; a rollback on it would only stall one more timeout.
-    if (!(lostConnection && isUnavailable(error) && !hasSqlState(error))) await session.exec('rollback').catch(() => undefined);
+    if (!(lostConnection && isUnavailable(error) && !hasSqlState(error)))
+      await session.exec('rollback').catch(() => undefined);
     throw error;
   }
 }

@@ -66,7 +66,9 @@ export async function openDatabase(config: Config, metrics?: Metrics): Promise<D
  * server's default for the role: a warning when that is none or longer.
  */
 async function checkStatementTimeout(database: Database, config: Config): Promise<void> {
-  const { rows } = await sql<{ setting: string }>`select setting from pg_settings where name = 'statement_timeout'`.execute(database.db);
+  const { rows } = await sql<{
+    setting: string;
+  }>`select setting from pg_settings where name = 'statement_timeout'`.execute(database.db);
   const serverMs = Number(rows[0]?.setting);
   const wanted = config.db.statementTimeoutMs;
   if (config.db.pooler === 'none' && serverMs !== wanted) {

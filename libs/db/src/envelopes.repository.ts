@@ -46,7 +46,10 @@ export class EnvelopesRepository {
 
   /** Insert envelopes (in id order); returns the ids that were new. An existing id is skipped. */
   async insertEnvelopes(trx: Tx, rows: readonly EnvelopeRow[]): Promise<Set<string>> {
-    const inserted = await trx.prepared<{ id: string }>('roost_insert_envelopes', insertEnvelopesSql(rows).compile(this.db));
+    const inserted = await trx.prepared<{ id: string }>(
+      'roost_insert_envelopes',
+      insertEnvelopesSql(rows).compile(this.db),
+    );
     return new Set(inserted.map((row) => row.id));
   }
 

@@ -43,7 +43,9 @@ export async function migrate(database: Database, migrations: Migration[] = load
   const lock = `SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`;
   const applied = await database.transaction(async (trx) => {
     await trx.exec(lock);
-    await trx.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at bigint NOT NULL)');
+    await trx.exec(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at bigint NOT NULL)',
+    );
     const rows = await trx.query<{ version: string }>('SELECT version FROM schema_migrations');
     return new Set(rows.map((row) => row.version));
   });
@@ -59,7 +61,10 @@ export async function migrate(database: Database, migrations: Migration[] = load
       } catch (error) {
         throw migrationFailed(migration, error);
       }
-      await trx.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [migration.version, Date.now()]);
+      await trx.query('INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)', [
+        migration.version,
+        Date.now(),
+      ]);
       return true;
     });
     if (appliedHere) done.push(migration.version);
@@ -76,7 +81,10 @@ function migrationFailed(migration: Migration, error: unknown): Error {
 }
 
 /** True when every migration of this build is applied (readiness). */
-export async function migrationsApplied(database: Database, migrations: Migration[] = loadMigrations()): Promise<boolean> {
+export async function migrationsApplied(
+  database: Database,
+  migrations: Migration[] = loadMigrations(),
+): Promise<boolean> {
   const rows = await database.db.selectFrom('schema_migrations').select('version').execute();
   const applied = new Set(rows.map((row) => row.version));
   return migrations.every((migration) => applied.has(migration.version));

@@ -68,8 +68,17 @@ export class OrgsRepository {
     const deleted = await this.db.transaction().execute(async (trx) => {
       const org = await trx.deleteFrom('orgs').where('name', '=', name).returning('name').executeTakeFirst();
       if (!org) return undefined;
-      const members = await trx.selectFrom('agents').select('id').where('owner', '=', name).where('deleted_at', 'is', null).execute();
-      return deleteAgents(trx, members.map((member) => member.id), now);
+      const members = await trx
+        .selectFrom('agents')
+        .select('id')
+        .where('owner', '=', name)
+        .where('deleted_at', 'is', null)
+        .execute();
+      return deleteAgents(
+        trx,
+        members.map((member) => member.id),
+        now,
+      );
     });
     if (deleted) await releaseHandles(this.db, deleted);
     return deleted;

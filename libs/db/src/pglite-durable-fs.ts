@@ -80,5 +80,11 @@ export class DurableNodeFS extends NodeFS {
  * WAL synced with `fsync()`, the call DurableNodeFS implements.
  */
 export function durableStartParams(): string[] {
-  return [...PGlite.defaultStartParams.filter((param) => param !== '-F'), '-c', 'fsync=on', '-c', 'wal_sync_method=fsync'];
+  return [
+    ...PGlite.defaultStartParams.filter((param) => param !== '-F'),
+    '-c',
+    'fsync=on',
+    '-c',
+    'wal_sync_method=fsync',
+  ];
 }

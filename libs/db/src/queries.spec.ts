@@ -35,7 +35,11 @@ class RecordingDatabase {
     this.record(query, name);
     return Promise.resolve([]);
   };
-  readonly session: SqlSession = { exec: () => Promise.resolve(), query: () => Promise.resolve([]), prepared: this.prepared };
+  readonly session: SqlSession = {
+    exec: () => Promise.resolve(),
+    query: () => Promise.resolve([]),
+    prepared: this.prepared,
+  };
   readonly database: Database;
 
   constructor() {
@@ -79,7 +83,10 @@ class RecordingDatabase {
 
 /** The template literal's indentation removed, blank lines and trailing spaces dropped. */
 function tidy(text: string): string {
-  const lines = text.split('\n').map((line) => line.trimEnd()).filter((line) => line.trim() !== '');
+  const lines = text
+    .split('\n')
+    .map((line) => line.trimEnd())
+    .filter((line) => line.trim() !== '');
   const indents = lines.slice(1).map((line) => line.length - line.trimStart().length);
   const indent = indents.length > 0 ? Math.min(...indents) : 0;
   return [lines[0].trimStart(), ...lines.slice(1).map((line) => line.slice(indent))].join('\n');
@@ -125,7 +132,10 @@ const FILES: Record<string, (recorder: RecordingDatabase) => Call[]> = {
     const orgs = new OrgsRepository(database);
     const agents = new AgentsRepository(database);
     return [
-      ['AgentsRepository.findSendersAndRecipients (agent tokens, with recipients)', () => agents.findSendersAndRecipients(['hash'], ['@acme.bob'])],
+      [
+        'AgentsRepository.findSendersAndRecipients (agent tokens, with recipients)',
+        () => agents.findSendersAndRecipients(['hash'], ['@acme.bob']),
+      ],
       ['OrgsRepository.findByTokenHash (organization admin token)', () => orgs.findByTokenHash('hash')],
     ];
   },
@@ -133,7 +143,10 @@ const FILES: Record<string, (recorder: RecordingDatabase) => Call[]> = {
     const mailbox = new MailboxRepository(database);
     return [
       ['MailboxRepository.listIn (first page, newest first)', () => mailbox.listIn(2, { order: 'desc', limit: 50 })],
-      ['MailboxRepository.listIn (after a cursor, oldest first, unread)', () => mailbox.listIn(2, { order: 'asc', limit: 50, after: CURSOR }, true)],
+      [
+        'MailboxRepository.listIn (after a cursor, oldest first, unread)',
+        () => mailbox.listIn(2, { order: 'asc', limit: 50, after: CURSOR }, true),
+      ],
       ['MailboxRepository.listOut', () => mailbox.listOut(2, { order: 'desc', limit: 50, after: CURSOR })],
       ['MailboxRepository.listBoth', () => mailbox.listBoth(2, { order: 'desc', limit: 50, after: CURSOR })],
       ['MailboxRepository.bodiesFor', () => mailbox.bodiesFor(2, [ID])],
@@ -149,8 +162,14 @@ const FILES: Record<string, (recorder: RecordingDatabase) => Call[]> = {
     return [
       ['RetentionRepository.policies', () => retention.policies()],
       ['RetentionRepository.purgeEntries', () => retention.purgeEntries(2, CURSOR.created_at, 500)],
-      ['RetentionRepository.purgeEnvelopes (first batch)', () => retention.purgeEnvelopes(1, CURSOR.created_at, 500, null)],
-      ['RetentionRepository.purgeEnvelopes (after a position)', () => retention.purgeEnvelopes(1, CURSOR.created_at, 500, CURSOR)],
+      [
+        'RetentionRepository.purgeEnvelopes (first batch)',
+        () => retention.purgeEnvelopes(1, CURSOR.created_at, 500, null),
+      ],
+      [
+        'RetentionRepository.purgeEnvelopes (after a position)',
+        () => retention.purgeEnvelopes(1, CURSOR.created_at, 500, CURSOR),
+      ],
       ['RetentionRepository.deletedAgents', () => retention.deletedAgents(0, 500)],
       ['RetentionRepository.mark', () => retention.mark(2)],
       ['RetentionRepository.oldestEntry', () => retention.oldestEntry(2)],
@@ -159,14 +178,17 @@ const FILES: Record<string, (recorder: RecordingDatabase) => Call[]> = {
 };
 
 describe('db/queries/*.sql: the SQL of the hot statements', () => {
-  it.each(Object.keys(FILES))('%s is what the repositories compile today (ROOST_SQL_UPDATE=1 rewrites it)', async (file) => {
-    const recorder = new RecordingDatabase();
-    const text = await recorder.render(FILES[file](recorder));
-    const path = join(QUERIES_DIR, file);
-    if (UPDATE) {
-      mkdirSync(QUERIES_DIR, { recursive: true });
-      writeFileSync(path, text);
-    }
-    expect(existsSync(path) ? readFileSync(path, 'utf8') : `${path} is missing: run npm run sql:update`).toBe(text);
-  });
+  it.each(Object.keys(FILES))(
+    '%s is what the repositories compile today (ROOST_SQL_UPDATE=1 rewrites it)',
+    async (file) => {
+      const recorder = new RecordingDatabase();
+      const text = await recorder.render(FILES[file](recorder));
+      const path = join(QUERIES_DIR, file);
+      if (UPDATE) {
+        mkdirSync(QUERIES_DIR, { recursive: true });
+        writeFileSync(path, text);
+      }
+      expect(existsSync(path) ? readFileSync(path, 'utf8') : `${path} is missing: run npm run sql:update`).toBe(text);
+    },
+  );
 });

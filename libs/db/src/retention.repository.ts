@@ -82,7 +82,8 @@ export class RetentionRepository {
     limit: number,
     after: Cursor | null,
   ): Promise<{ purged: number; examined: number; last: Cursor | null }> {
-    const resume = after === null ? sql`` : sql`and (created_at, id) > (${after.created_at}::bigint, ${after.envelope_id}::text)`;
+    const resume =
+      after === null ? sql`` : sql`and (created_at, id) > (${after.created_at}::bigint, ${after.envelope_id}::text)`;
     const result = await sql<{ purged: number; examined: number; created_at: number | null; id: string | null }>`
       with candidates as (
         select id, created_at from envelopes
@@ -98,7 +99,9 @@ export class RetentionRepository {
       )
       select (select count(*) from deleted)::int as purged, (select count(*) from candidates)::int as examined, last.created_at, last.id
       from (select 1) one
-      left join lateral (select created_at, id from candidates order by created_at desc, id desc limit 1) last on true`.execute(this.db);
+      left join lateral (select created_at, id from candidates order by created_at desc, id desc limit 1) last on true`.execute(
+      this.db,
+    );
     const row = result.rows[0];
     return {
       purged: Number(row?.purged ?? 0),

@@ -22,7 +22,10 @@ const COLUMNS = [
   'updated_at',
 ] as const;
 
-export type NewSchedule = Omit<Schedule, 'send_count' | 'last_sent_at' | 'last_envelope_id' | 'last_error' | 'updated_at'>;
+export type NewSchedule = Omit<
+  Schedule,
+  'send_count' | 'last_sent_at' | 'last_envelope_id' | 'last_error' | 'updated_at'
+>;
 
 /** Schedules; every read of an agent's schedules names the owner (tenancy is a parameter). */
 @Injectable()
@@ -54,7 +57,13 @@ export class SchedulesRepository {
   }
 
   list(ownerId: number): Promise<Schedule[]> {
-    return this.db.selectFrom('schedules').select(COLUMNS).where('owner_id', '=', ownerId).orderBy('created_at').orderBy('id').execute();
+    return this.db
+      .selectFrom('schedules')
+      .select(COLUMNS)
+      .where('owner_id', '=', ownerId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
   }
 
   find(ownerId: number, id: string): Promise<Schedule | undefined> {
@@ -77,7 +86,13 @@ export class SchedulesRepository {
   }
 
   /** Move to `status` from one of `from`; undefined when the schedule is in another state. */
-  setStatus(ownerId: number, id: string, status: ScheduleStatus, from: ScheduleStatus[], now: number): Promise<Schedule | undefined> {
+  setStatus(
+    ownerId: number,
+    id: string,
+    status: ScheduleStatus,
+    from: ScheduleStatus[],
+    now: number,
+  ): Promise<Schedule | undefined> {
     return this.db
       .updateTable('schedules')
       .set({ status, updated_at: now, ...(status === 'active' ? { last_error: null } : {}) })
@@ -126,7 +141,9 @@ export class SchedulesRepository {
         next_run_at: next.next_run_at,
         lease_until: null,
         updated_at: now,
-        status: next.completed ? sql<ScheduleStatus>`case when status = 'active' then 'completed' else status end` : sql<ScheduleStatus>`status`,
+        status: next.completed
+          ? sql<ScheduleStatus>`case when status = 'active' then 'completed' else status end`
+          : sql<ScheduleStatus>`status`,
       })
       .where('id', '=', id)
       .where('send_count', '=', run - 1)
@@ -149,7 +166,6 @@ export class SchedulesRepository {
   async retryAt(id: string, retryAt: number): Promise<void> {
     await this.db.updateTable('schedules').set({ lease_until: retryAt }).where('id', '=', id).execute();
   }
-
 
   /** The oldest due `next_run_at` of active schedules (schedule lag), null when none is due. */
   async oldestDue(now: number): Promise<number | null> {

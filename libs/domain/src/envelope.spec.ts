@@ -14,7 +14,12 @@ const ID = '01JV3Z8W7Q4M2N6P8R0T2V4X6Y';
 const PARENT = '01JV3Z8W7Q4M2N6P8R0T2V4X6A';
 const text = (t: string): ContentPart => ({ type: 'text', text: t });
 
-const minimal: PostedEnvelope = { id: ID, to: ['@bob.demo'], date_ms: 1_747_000_000_000, content_parts: [text('hello')] };
+const minimal: PostedEnvelope = {
+  id: ID,
+  to: ['@bob.demo'],
+  date_ms: 1_747_000_000_000,
+  content_parts: [text('hello')],
+};
 
 const full: PostedEnvelope = {
   // deliberately not in stored order, to prove the builder imposes it
@@ -59,11 +64,23 @@ describe('typeHintOf (ASMTP §2.3)', () => {
     [[text('a')], 'text'],
     [[text('a'), text('b')], 'text'],
     [[{ type: 'image', url: 'u' }], 'image'],
-    [[{ type: 'file', url: 'u' }, { type: 'file', url: 'v' }], 'file'],
+    [
+      [
+        { type: 'file', url: 'u' },
+        { type: 'file', url: 'v' },
+      ],
+      'file',
+    ],
     [[{ type: 'data', data: {} }], 'data'],
     [[text('a'), { type: 'image', url: 'u' }], 'mixed'],
     [[{ type: 'data', data: {} }, text('a'), text('b')], 'mixed'],
-    [[{ type: 'image', url: 'u' }, { type: 'file', url: 'u' }], 'mixed'],
+    [
+      [
+        { type: 'image', url: 'u' },
+        { type: 'file', url: 'u' },
+      ],
+      'mixed',
+    ],
   ])('%j → %s', (parts, hint) => {
     expect(typeHintOf(parts)).toBe(hint);
   });
@@ -222,7 +239,11 @@ describe('headerJsonOf (ASMTP §6.3 envelope.notify)', () => {
 
 describe('listingHeaderOf (ASMTP §3.5 listing key order)', () => {
   const full = headerJsonOf(
-    storedEnvelopeOf({ ...minimal, cc: ['@carol.demo'], subject: 's', in_reply_to: minimal.id }, '@alice.demo', minimal.content_parts),
+    storedEnvelopeOf(
+      { ...minimal, cc: ['@carol.demo'], subject: 's', in_reply_to: minimal.id },
+      '@alice.demo',
+      minimal.content_parts,
+    ),
     { type_hint: 'text', size_hint: 8, created_at: 5 },
     { flags: ['secret'], receipt: { envelope_id: minimal.id, status: 'accepted' }, schedule_id: 'sch_1' },
   );
@@ -234,8 +255,22 @@ describe('listingHeaderOf (ASMTP §3.5 listing key order)', () => {
 
   it('orders every key as the reference lists them, then direction/unread, then Roost extensions', () => {
     expect(Object.keys(JSON.parse(listingHeaderOf(full, 'self', false)))).toEqual([
-      'op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'cc', 'subject', 'in_reply_to', 'size_hint',
-      'direction', 'unread', 'flags', 'receipt', 'schedule_id',
+      'op',
+      'id',
+      'from',
+      'to',
+      'type_hint',
+      'created_at',
+      'date_ms',
+      'cc',
+      'subject',
+      'in_reply_to',
+      'size_hint',
+      'direction',
+      'unread',
+      'flags',
+      'receipt',
+      'schedule_id',
     ]);
   });
 

@@ -102,8 +102,22 @@ export type FeedDirection = 'in' | 'out' | 'self';
  * extension keys come last, so dropping them leaves the reference's bytes.
  */
 export const LISTING_KEYS = [
-  'op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'cc', 'subject', 'in_reply_to', 'size_hint',
-  'direction', 'unread', 'flags', 'receipt', 'schedule_id',
+  'op',
+  'id',
+  'from',
+  'to',
+  'type_hint',
+  'created_at',
+  'date_ms',
+  'cc',
+  'subject',
+  'in_reply_to',
+  'size_hint',
+  'direction',
+  'unread',
+  'flags',
+  'receipt',
+  'schedule_id',
 ] as const;
 
 /**

@@ -13,11 +13,17 @@ describe('isUnavailable', () => {
     ['pg: a connect that stalled', new Error('timeout expired')],
     ['pg: a query on a closed client', new Error('Client was closed and is not queryable')],
     ['pg-pool: no client in time', new Error('timeout exceeded when trying to connect')],
-    ['pg-pool: a wrapped connect timeout', new Error('Connection terminated due to connection timeout', { cause: new Error('timeout expired') })],
+    [
+      'pg-pool: a wrapped connect timeout',
+      new Error('Connection terminated due to connection timeout', { cause: new Error('timeout expired') }),
+    ],
     ['a statement timeout', withCode('canceling statement due to statement timeout', '57014')],
     ['an admin shutdown', withCode('terminating connection due to administrator command', '57P01')],
     ['a connection exception', withCode('connection failure', '08006')],
-    ['an AggregateError of connect attempts', new AggregateError([withCode('connect ECONNREFUSED ::1:5432', 'ECONNREFUSED')], 'connect failed')],
+    [
+      'an AggregateError of connect attempts',
+      new AggregateError([withCode('connect ECONNREFUSED ::1:5432', 'ECONNREFUSED')], 'connect failed'),
+    ],
     ['a wrapper of a reset', new Error('flush failed', { cause: withCode('read ECONNRESET', 'ECONNRESET') })],
     ['a 503 already', new AsmtpError(503, 'UNAVAILABLE', 'down')],
   ])('%s → unavailable', (_what, error) => {

@@ -71,7 +71,15 @@ export const unauthorized = (message = 'missing or invalid bearer token') =>
 
 export const unavailable = (message = 'service unavailable') => new AsmtpError(503, 'UNAVAILABLE', message);
 
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH']);
+const UNAVAILABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+]);
 // SQLSTATE: 08 connection exception; 57P01-03 shutdown / cannot connect now; 53300 too many
 // connections; 57014 statement timeout (a stuck dependency must not pin a request).
 const UNAVAILABLE_SQLSTATE = /^(08...|57P0[123]|53300|57014)$/;
@@ -85,7 +93,13 @@ const UNAVAILABLE_MESSAGES =
 export function isUnavailable(error: unknown, depth = 0): boolean {
   if (error === null || typeof error !== 'object') return false;
   if (error instanceof AsmtpError) return error.status === 503;
-  const { code, message, name, cause, errors } = error as { code?: unknown; message?: unknown; name?: unknown; cause?: unknown; errors?: unknown };
+  const { code, message, name, cause, errors } = error as {
+    code?: unknown;
+    message?: unknown;
+    name?: unknown;
+    cause?: unknown;
+    errors?: unknown;
+  };
   if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code))) return true;
   if (name === 'MaxRetriesPerRequestError') return true;
   if (typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message)) return true;

@@ -225,7 +225,10 @@ describe('parseFirstFilePart (ASMTP §7.1)', () => {
     const part = parseFirstFilePart(
       body([
         {
-          headers: ['Content-Disposition: form-data; name="file"; filename="say \\"hi\\".txt"', 'Content-Type: text/plain'],
+          headers: [
+            'Content-Disposition: form-data; name="file"; filename="say \\"hi\\".txt"',
+            'Content-Type: text/plain',
+          ],
           content: 'hi',
         },
       ]),
@@ -236,38 +239,81 @@ describe('parseFirstFilePart (ASMTP §7.1)', () => {
 
   it.each([
     ['boundary not in the body', () => Buffer.from('no multipart here'), /opening boundary/],
-    ['first part named other than file', () =>
-      body([{ headers: ['Content-Disposition: form-data; name="upload"; filename="a.png"', 'Content-Type: image/png'], content: PNG }]),
-      /field "file"/],
-    ['file part only second', () =>
-      body([{ headers: ['Content-Disposition: form-data; name="meta"'], content: 'x' }, filePart()]),
-      /field "file"/],
-    ['name="filex" is not name="file"', () =>
-      body([{ headers: ['Content-Disposition: form-data; name="filex"; filename="a.png"', 'Content-Type: image/png'], content: PNG }]),
-      /field "file"/],
-    ['disposition not form-data', () =>
-      body([{ headers: ['Content-Disposition: attachment; name="file"; filename="a.png"', 'Content-Type: image/png'], content: PNG }]),
-      /field "file"/],
+    [
+      'first part named other than file',
+      () =>
+        body([
+          {
+            headers: ['Content-Disposition: form-data; name="upload"; filename="a.png"', 'Content-Type: image/png'],
+            content: PNG,
+          },
+        ]),
+      /field "file"/,
+    ],
+    [
+      'file part only second',
+      () => body([{ headers: ['Content-Disposition: form-data; name="meta"'], content: 'x' }, filePart()]),
+      /field "file"/,
+    ],
+    [
+      'name="filex" is not name="file"',
+      () =>
+        body([
+          {
+            headers: ['Content-Disposition: form-data; name="filex"; filename="a.png"', 'Content-Type: image/png'],
+            content: PNG,
+          },
+        ]),
+      /field "file"/,
+    ],
+    [
+      'disposition not form-data',
+      () =>
+        body([
+          {
+            headers: ['Content-Disposition: attachment; name="file"; filename="a.png"', 'Content-Type: image/png'],
+            content: PNG,
+          },
+        ]),
+      /field "file"/,
+    ],
     ['no Content-Disposition', () => body([{ headers: ['Content-Type: image/png'], content: PNG }]), /field "file"/],
-    ['missing filename', () =>
-      body([{ headers: ['Content-Disposition: form-data; name="file"', 'Content-Type: image/png'], content: PNG }]),
-      /filename/],
-    ['missing part Content-Type', () =>
-      body([{ headers: ['Content-Disposition: form-data; name="file"; filename="a.png"'], content: PNG }]),
-      /Content-Type/],
+    [
+      'missing filename',
+      () =>
+        body([{ headers: ['Content-Disposition: form-data; name="file"', 'Content-Type: image/png'], content: PNG }]),
+      /filename/,
+    ],
+    [
+      'missing part Content-Type',
+      () => body([{ headers: ['Content-Disposition: form-data; name="file"; filename="a.png"'], content: PNG }]),
+      /Content-Type/,
+    ],
     ['missing closing boundary', () => body([filePart()], false), /closing boundary/],
-    ['header line without a colon', () =>
-      body([{ headers: ['Content-Disposition: form-data; name="file"; filename="a.png"', 'garbage line'], content: PNG }]),
-      /malformed part headers/],
-    ['header line starting with a colon', () =>
-      body([{ headers: [': form-data', 'Content-Type: image/png'], content: PNG }]),
-      /malformed part headers/],
-    ['no blank line after the headers', () =>
-      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n`, 'latin1'),
-      /malformed part headers/],
-    ['boundary line not followed by CRLF', () =>
-      Buffer.from(`--${boundary}Content-Disposition: form-data; name="file"\r\n\r\nx\r\n--${boundary}--`, 'latin1'),
-      /malformed/],
+    [
+      'header line without a colon',
+      () =>
+        body([
+          { headers: ['Content-Disposition: form-data; name="file"; filename="a.png"', 'garbage line'], content: PNG },
+        ]),
+      /malformed part headers/,
+    ],
+    [
+      'header line starting with a colon',
+      () => body([{ headers: [': form-data', 'Content-Type: image/png'], content: PNG }]),
+      /malformed part headers/,
+    ],
+    [
+      'no blank line after the headers',
+      () => Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n`, 'latin1'),
+      /malformed part headers/,
+    ],
+    [
+      'boundary line not followed by CRLF',
+      () =>
+        Buffer.from(`--${boundary}Content-Disposition: form-data; name="file"\r\n\r\nx\r\n--${boundary}--`, 'latin1'),
+      /malformed/,
+    ],
   ])('%s → 400 INVALID_REQUEST', (_what, make, message) => {
     const error = errorOf(() => parseFirstFilePart(make(), boundary));
     expect(error.status).toBe(400);

@@ -89,7 +89,8 @@ export function parseFirstFilePart(body: Buffer, boundary: string): UploadedPart
   }
   const disposition = headers.get('content-disposition') ?? '';
   const name = dispositionParam(disposition, 'name');
-  if (!/^form-data\b/i.test(disposition) || name !== 'file') throw invalidRequest('first part must be the field "file"');
+  if (!/^form-data\b/i.test(disposition) || name !== 'file')
+    throw invalidRequest('first part must be the field "file"');
   const filename = dispositionParam(disposition, 'filename');
   if (filename === undefined) throw invalidRequest('file part has no filename');
   const contentType = headers.get('content-type');

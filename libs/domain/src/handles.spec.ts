@@ -175,7 +175,7 @@ describe('mayDeliver: the symmetric policy table (ASMTP §1.5)', () => {
     expect(mayDeliver(sender, recipient, false)).toBe(permitted);
   });
 
-  it("owner globs satisfy both sides (conformance #31)", () => {
+  it('owner globs satisfy both sides (conformance #31)', () => {
     const sender = agent(S, 'allowlist', ['@r.*']);
     const recipient = agent(R, 'allowlist', ['@s.*']);
     expect(mayDeliver(sender, recipient, false)).toBe(true);

@@ -14,8 +14,7 @@ export const isHandle = (value: unknown): value is string => typeof value === 's
 export const isAllowlistEntry = (value: unknown): value is string =>
   typeof value === 'string' && ALLOWLIST_ENTRY_RE.test(value);
 
-export const isMonitorHandle = (value: unknown): value is string =>
-  typeof value === 'string' && MONITOR_RE.test(value);
+export const isMonitorHandle = (value: unknown): value is string => typeof value === 'string' && MONITOR_RE.test(value);
 
 export const isOrgName = (value: unknown): value is string => typeof value === 'string' && ORG_NAME_RE.test(value);
 

@@ -91,12 +91,24 @@ describe('canonicalInt: String(parseInt(x)) === x', () => {
     expect(canonicalInt(raw)).toBe(value);
   });
 
-  it.each(['01', '00', '1e3', '-0', '+1', ' 1', '1 ', '1.0', '1.5', '0x10', '', 'abc', '9007199254740992', '99999999999999999999'])(
-    'rejects %j',
-    (raw) => {
-      expect(canonicalInt(raw)).toBeNull();
-    },
-  );
+  it.each([
+    '01',
+    '00',
+    '1e3',
+    '-0',
+    '+1',
+    ' 1',
+    '1 ',
+    '1.0',
+    '1.5',
+    '0x10',
+    '',
+    'abc',
+    '9007199254740992',
+    '99999999999999999999',
+  ])('rejects %j', (raw) => {
+    expect(canonicalInt(raw)).toBeNull();
+  });
 
   it('accepts a canonical negative integer (callers check the range)', () => {
     expect(canonicalInt('-5')).toBe(-5);
@@ -206,9 +218,9 @@ describe('parseMailboxQuery (ASMTP §3.5)', () => {
     });
 
     it('an otherwise valid query with a bad after_envelope_id is INVALID_ENVELOPE_ID', () => {
-      expect(codeOf(() => parseMailboxQuery(q('direction=both&order=desc&limit=5&after_created_at=5&after_envelope_id=x')))).toBe(
-        'INVALID_ENVELOPE_ID',
-      );
+      expect(
+        codeOf(() => parseMailboxQuery(q('direction=both&order=desc&limit=5&after_created_at=5&after_envelope_id=x'))),
+      ).toBe('INVALID_ENVELOPE_ID');
     });
   });
 });

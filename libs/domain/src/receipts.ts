@@ -3,7 +3,14 @@ import { isEnvelopeId } from './ids';
 import type { ContentPart } from './envelope';
 
 /** Receipts (EXTENSIONS.md §2): decision and action states, separate from read state. */
-export const RECEIPT_STATUSES = ['accepted', 'rejected', 'deferred', 'needs_confirmation', 'applied', 'blocked'] as const;
+export const RECEIPT_STATUSES = [
+  'accepted',
+  'rejected',
+  'deferred',
+  'needs_confirmation',
+  'applied',
+  'blocked',
+] as const;
 export type ReceiptStatus = (typeof RECEIPT_STATUSES)[number];
 export const RECEIPT_SCHEMA = 'roost.receipt/v1';
 export const RECEIPT_NOTE_MAX = 2000;

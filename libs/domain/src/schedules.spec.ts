@@ -1,6 +1,14 @@
 import { AsmtpError } from './errors';
 import { isEnvelopeId } from './ids';
-import { afterRun, firstRunAt, isScheduleId, newScheduleId, runEnvelopeId, scheduleView, type Schedule } from './schedules';
+import {
+  afterRun,
+  firstRunAt,
+  isScheduleId,
+  newScheduleId,
+  runEnvelopeId,
+  scheduleView,
+  type Schedule,
+} from './schedules';
 
 const MIN = 60_000;
 const NOW = 1_800_000_000_000;
@@ -18,13 +26,19 @@ function thrown(fn: () => unknown): { status: number; code: string } {
 
 describe('firstRunAt (EXTENSIONS.md §3, creation rules)', () => {
   it('refuses an interval below the minimum with 400 INVALID_SCHEDULE, and accepts exactly the minimum', () => {
-    expect(thrown(() => firstRunAt({ interval_ms: MIN - 1, max_count: 3 }, NOW, MIN))).toEqual({ status: 400, code: 'INVALID_SCHEDULE' });
+    expect(thrown(() => firstRunAt({ interval_ms: MIN - 1, max_count: 3 }, NOW, MIN))).toEqual({
+      status: 400,
+      code: 'INVALID_SCHEDULE',
+    });
     expect(firstRunAt({ interval_ms: MIN, max_count: 3 }, NOW, MIN)).toBe(NOW + MIN);
   });
 
   it('refuses a repeating schedule with neither max_count nor end_at', () => {
     expect(thrown(() => firstRunAt({ interval_ms: MIN }, NOW, MIN))).toEqual({ status: 400, code: 'INVALID_SCHEDULE' });
-    expect(thrown(() => firstRunAt({ interval_ms: MIN, start_at: NOW + 5 }, NOW, MIN))).toEqual({ status: 400, code: 'INVALID_SCHEDULE' });
+    expect(thrown(() => firstRunAt({ interval_ms: MIN, start_at: NOW + 5 }, NOW, MIN))).toEqual({
+      status: 400,
+      code: 'INVALID_SCHEDULE',
+    });
   });
 
   it('accepts a repeating schedule bounded by max_count alone or by end_at alone', () => {
@@ -33,8 +47,14 @@ describe('firstRunAt (EXTENSIONS.md §3, creation rules)', () => {
   });
 
   it('refuses end_at before the first run, and allows end_at exactly at it', () => {
-    expect(thrown(() => firstRunAt({ interval_ms: MIN, end_at: NOW + MIN - 1 }, NOW, MIN))).toEqual({ status: 400, code: 'INVALID_SCHEDULE' });
-    expect(thrown(() => firstRunAt({ start_at: NOW + 1000, end_at: NOW + 999 }, NOW, MIN))).toEqual({ status: 400, code: 'INVALID_SCHEDULE' });
+    expect(thrown(() => firstRunAt({ interval_ms: MIN, end_at: NOW + MIN - 1 }, NOW, MIN))).toEqual({
+      status: 400,
+      code: 'INVALID_SCHEDULE',
+    });
+    expect(thrown(() => firstRunAt({ start_at: NOW + 1000, end_at: NOW + 999 }, NOW, MIN))).toEqual({
+      status: 400,
+      code: 'INVALID_SCHEDULE',
+    });
     expect(firstRunAt({ interval_ms: MIN, end_at: NOW + MIN }, NOW, MIN)).toBe(NOW + MIN);
   });
 
@@ -54,7 +74,10 @@ describe('afterRun (EXTENSIONS.md §3, firing rules)', () => {
   const repeating = { interval_ms: MIN, max_count: null, end_at: NOW + 100 * MIN };
 
   it('a one-shot completes after its run', () => {
-    expect(afterRun({ interval_ms: null, max_count: null, end_at: null }, 1, NOW, NOW)).toEqual({ next_run_at: null, completed: true });
+    expect(afterRun({ interval_ms: null, max_count: null, end_at: null }, 1, NOW, NOW)).toEqual({
+      next_run_at: null,
+      completed: true,
+    });
   });
 
   it('an on-time run schedules the next slot one interval later', () => {
@@ -68,8 +91,14 @@ describe('afterRun (EXTENSIONS.md §3, firing rules)', () => {
   });
 
   it('end_at completes the schedule when the next slot would fall after it; a slot exactly at end_at still runs', () => {
-    expect(afterRun({ interval_ms: MIN, max_count: null, end_at: NOW + MIN }, 1, NOW, NOW)).toEqual({ next_run_at: NOW + MIN, completed: false });
-    expect(afterRun({ interval_ms: MIN, max_count: null, end_at: NOW + MIN - 1 }, 1, NOW, NOW)).toEqual({ next_run_at: null, completed: true });
+    expect(afterRun({ interval_ms: MIN, max_count: null, end_at: NOW + MIN }, 1, NOW, NOW)).toEqual({
+      next_run_at: NOW + MIN,
+      completed: false,
+    });
+    expect(afterRun({ interval_ms: MIN, max_count: null, end_at: NOW + MIN - 1 }, 1, NOW, NOW)).toEqual({
+      next_run_at: null,
+      completed: true,
+    });
   });
 
   it('missed runs are not replayed as a burst: the next run is the first grid slot strictly after now', () => {
@@ -106,7 +135,8 @@ describe('runEnvelopeId', () => {
 
   it('differs between runs and between schedules', () => {
     const ids = new Set<string>();
-    for (const schedule of ['sch_A', 'sch_B']) for (let run = 1; run <= 50; run++) ids.add(runEnvelopeId(schedule, run, NOW));
+    for (const schedule of ['sch_A', 'sch_B'])
+      for (let run = 1; run <= 50; run++) ids.add(runEnvelopeId(schedule, run, NOW));
     expect(ids.size).toBe(100);
   });
 });
@@ -119,7 +149,16 @@ describe('newScheduleId and scheduleView', () => {
 
   it('isScheduleId accepts what newScheduleId mints and nothing else', () => {
     expect(isScheduleId(newScheduleId())).toBe(true);
-    for (const id of ['sch_', 'sch_x', `sch_${'0'.repeat(26)}`, newScheduleId().toLowerCase(), 'sch_\u0000', `${newScheduleId()} `, 1, null]) {
+    for (const id of [
+      'sch_',
+      'sch_x',
+      `sch_${'0'.repeat(26)}`,
+      newScheduleId().toLowerCase(),
+      'sch_\u0000',
+      `${newScheduleId()} `,
+      1,
+      null,
+    ]) {
       expect(isScheduleId(id)).toBe(false);
     }
   });

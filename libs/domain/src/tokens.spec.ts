@@ -17,7 +17,11 @@ describe('mintToken (ASMTP §1.3)', () => {
 describe('hashToken', () => {
   it('is lowercase hex sha256 of the UTF-8 token', () => {
     expect(hashToken('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
-    expect(hashToken('é')).toBe(createHash('sha256').update(Buffer.from([0xc3, 0xa9])).digest('hex'));
+    expect(hashToken('é')).toBe(
+      createHash('sha256')
+        .update(Buffer.from([0xc3, 0xa9]))
+        .digest('hex'),
+    );
   });
 
   it('is 64 lowercase hex characters', () => {

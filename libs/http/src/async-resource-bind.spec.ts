@@ -57,7 +57,11 @@ describe('AsyncResource#bind without the deprecated asyncResource property', () 
 
   it('refuses a non-function with ERR_INVALID_ARG_TYPE, as Node does', () => {
     const resource = new AsyncResource('t');
-    expect(() => resource.bind('nope' as unknown as () => void)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }));
-    expect(() => original.call(resource, 'nope' as unknown as () => void)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }));
+    expect(() => resource.bind('nope' as unknown as () => void)).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }),
+    );
+    expect(() => original.call(resource, 'nope' as unknown as () => void)).toThrow(
+      expect.objectContaining({ code: 'ERR_INVALID_ARG_TYPE' }),
+    );
   });
 });

@@ -12,7 +12,9 @@ import { AsyncResource } from 'node:async_hooks';
  */
 function bind(this: AsyncResource, fn: (...args: unknown[]) => unknown, thisArg?: unknown) {
   if (typeof fn !== 'function') {
-    throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${typeof fn}`), { code: 'ERR_INVALID_ARG_TYPE' });
+    throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${typeof fn}`), {
+      code: 'ERR_INVALID_ARG_TYPE',
+    });
   }
   const runInScope = this.runInAsyncScope.bind(this);
   const bound =
@@ -27,7 +29,12 @@ function bind(this: AsyncResource, fn: (...args: unknown[]) => unknown, thisArg?
 
 /** True when this Node's `AsyncResource#bind` still attaches the deprecated property. */
 export function asyncResourceBindIsDeprecatedKind(): boolean {
-  return Object.getOwnPropertyDescriptor(new AsyncResource('roost-probe').bind(() => undefined), 'asyncResource') !== undefined;
+  return (
+    Object.getOwnPropertyDescriptor(
+      new AsyncResource('roost-probe').bind(() => undefined),
+      'asyncResource',
+    ) !== undefined
+  );
 }
 
 /** Install `bind` above where this Node's bind still attaches the property (idempotent). */

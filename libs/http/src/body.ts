@@ -111,7 +111,8 @@ function exceedsDepth(text: string, limit: number): boolean {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // the escaped character cannot end the string
+      if (c === 0x5c)
+        i++; // the escaped character cannot end the string
       else if (c === 0x22) inString = false;
     } else if (c === 0x22) inString = true;
     else if (c === 0x5b || c === 0x7b) {
@@ -132,7 +133,8 @@ const PEEK_MAX_HANDLES = 100;
 export function peekRecipientHandles(request: FastifyRequest): string[] {
   const body = request.body;
   // The body is decoded once: `jsonBody` reuses what this parses.
-  if (!(body instanceof RawBody) || body.tooLarge || body.bytes.length === 0 || body.bytes.length > PEEK_MAX_BYTES) return [];
+  if (!(body instanceof RawBody) || body.tooLarge || body.bytes.length === 0 || body.bytes.length > PEEK_MAX_BYTES)
+    return [];
   const parsed = body.json()?.value;
   if (parsed === null || typeof parsed !== 'object') return [];
   const { to, cc } = parsed as { to?: unknown; cc?: unknown };

@@ -20,7 +20,10 @@ export class AsmtpErrorFilter implements ExceptionFilter {
     const error = this.toAsmtpError(exception, request);
     if (reply.sent) return;
     for (const [name, value] of Object.entries(error.headers ?? {})) reply.header(name, value);
-    reply.code(error.status).header('content-type', 'application/json; charset=utf-8').send(JSON.stringify(error.body()));
+    reply
+      .code(error.status)
+      .header('content-type', 'application/json; charset=utf-8')
+      .send(JSON.stringify(error.body()));
   }
 
   private toAsmtpError(exception: unknown, request: FastifyRequest): AsmtpError {
@@ -38,12 +41,16 @@ export class AsmtpErrorFilter implements ExceptionFilter {
       if (status < 500) return new AsmtpError(status, 'BAD_REQUEST', exception.message);
     }
     const fastifyCode = (exception as { code?: unknown } | null)?.code;
-    if (fastifyCode === 'FST_ERR_CTP_BODY_TOO_LARGE') return new AsmtpError(413, 'PAYLOAD_TOO_LARGE', 'request body is too large');
+    if (fastifyCode === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      return new AsmtpError(413, 'PAYLOAD_TOO_LARGE', 'request body is too large');
     if (typeof fastifyCode === 'string' && fastifyCode.startsWith('FST_ERR_CTP')) {
       return new AsmtpError(400, 'INVALID_JSON', 'request body could not be read');
     }
     if (isUnavailable(exception)) {
-      this.logger.warn({ context: 'http', ...requestContext(request) }, `dependency unavailable: ${(exception as Error).message}`);
+      this.logger.warn(
+        { context: 'http', ...requestContext(request) },
+        `dependency unavailable: ${(exception as Error).message}`,
+      );
       return new AsmtpError(503, 'UNAVAILABLE', 'a dependency is unavailable, retry later');
     }
     const stack = exception instanceof Error ? (exception.stack ?? exception.message) : String(exception);

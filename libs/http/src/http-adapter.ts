@@ -15,10 +15,19 @@ export interface HttpAdapterOptions {
  * Fastify tuned to ASMTP's routing rules: exact paths (no trailing-slash tolerance), case-
  * sensitive, no automatic HEAD routes, raw bodies read by Roost, long handle segments allowed.
  */
-export function createHttpAdapter(options: HttpAdapterOptions): { adapter: FastifyAdapter; routes: RouteTable; drain: HttpDrain } {
+export function createHttpAdapter(options: HttpAdapterOptions): {
+  adapter: FastifyAdapter;
+  routes: RouteTable;
+  drain: HttpDrain;
+} {
   useCurrentAsyncResourceBind(); // Fastify binds a callback per request body: the Node 20 bind is slow
   const adapter = new FastifyAdapter({
-    routerOptions: { ignoreTrailingSlash: false, ignoreDuplicateSlashes: false, caseSensitive: true, maxParamLength: 2048 },
+    routerOptions: {
+      ignoreTrailingSlash: false,
+      ignoreDuplicateSlashes: false,
+      caseSensitive: true,
+      maxParamLength: 2048,
+    },
     exposeHeadRoutes: false,
     bodyLimit: 64 * 1024 * 1024,
     requestTimeout: options.requestTimeoutMs,
@@ -55,7 +64,11 @@ export function createHttpAdapter(options: HttpAdapterOptions): { adapter: Fasti
   // An Expect header other than 100-continue: Node would answer a bare 417 without a body.
   server.on('checkExpectation', (_request: IncomingMessage, response: ServerResponse) => {
     const body = JSON.stringify(new AsmtpError(417, 'BAD_REQUEST', 'unsupported Expect header').body());
-    response.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    response.writeHead(417, {
+      'content-type': 'application/json; charset=utf-8',
+      'content-length': Buffer.byteLength(body),
+      connection: 'close',
+    });
     response.end(body);
   });
   const drain = refuseWhileDraining(fastify);

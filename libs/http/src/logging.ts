@@ -35,7 +35,10 @@ export function createLogger(config: Config, destination?: pino.DestinationStrea
       messageKey: 'msg',
       formatters: { level: (label) => ({ level: label }) },
       // Defence in depth: nothing should log these, and if something does they are masked.
-      redact: { paths: ['authorization', 'token', 'admin_token', '*.authorization', '*.token', 'headers.authorization'], censor: '[redacted]' },
+      redact: {
+        paths: ['authorization', 'token', 'admin_token', '*.authorization', '*.token', 'headers.authorization'],
+        censor: '[redacted]',
+      },
     },
     destination,
   );
@@ -76,7 +79,9 @@ const PROCESS_TAG = randomBytes(4).toString('hex');
 
 /** The caller's `X-Request-Id` when it is a plain token, else a generated one. */
 export function requestIdOf(incoming: string | string[] | undefined): string {
-  return typeof incoming === 'string' && /^[\w.-]{1,64}$/.test(incoming) ? incoming : `${PROCESS_TAG}-${(++requestSequence).toString(36)}`;
+  return typeof incoming === 'string' && /^[\w.-]{1,64}$/.test(incoming)
+    ? incoming
+    : `${PROCESS_TAG}-${(++requestSequence).toString(36)}`;
 }
 
 /**
@@ -95,7 +100,13 @@ export function observeRequests(fastify: FastifyInstance, logger: Logger, metric
     metrics.httpDuration.observe({ route, method: request.method }, seconds);
     if (logger.isLevelEnabled('info')) {
       logger.info(
-        { ...contexts.get(request), method: request.method, route, status: reply.statusCode, ms: Math.round(reply.elapsedTime * 10) / 10 },
+        {
+          ...contexts.get(request),
+          method: request.method,
+          route,
+          status: reply.statusCode,
+          ms: Math.round(reply.elapsedTime * 10) / 10,
+        },
         'request',
       );
     }

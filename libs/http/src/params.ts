@@ -15,8 +15,9 @@ export const Query = createParamDecorator((_data: unknown, context: ExecutionCon
 );
 
 /** The request's log context (to add the envelope id its access line carries). */
-export const LogContext = createParamDecorator((_data: unknown, context: ExecutionContext): RequestContext | undefined =>
-  requestContext(context.switchToHttp().getRequest<FastifyRequest>()),
+export const LogContext = createParamDecorator(
+  (_data: unknown, context: ExecutionContext): RequestContext | undefined =>
+    requestContext(context.switchToHttp().getRequest<FastifyRequest>()),
 );
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';

@@ -99,10 +99,14 @@ export class BullMqJobRunner extends JobRunner {
 
   private async upsertSchedulers(jobs: readonly JobDefinition[]): Promise<void> {
     for (const job of jobs) {
-      await this.queue!.upsertJobScheduler(job.name, { every: job.everyMs }, {
-        name: job.name,
-        opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } },
-      });
+      await this.queue!.upsertJobScheduler(
+        job.name,
+        { every: job.everyMs },
+        {
+          name: job.name,
+          opts: { removeOnComplete: { count: 100 }, removeOnFail: { count: 1000 } },
+        },
+      );
     }
   }
 
@@ -114,7 +118,10 @@ export class BullMqJobRunner extends JobRunner {
       await this.worker?.close(this.connection.status !== 'ready');
       await queue?.close();
     })();
-    await Promise.race([closed.catch(() => undefined), new Promise((resolve) => setTimeout(resolve, STOP_TIMEOUT_MS).unref())]);
+    await Promise.race([
+      closed.catch(() => undefined),
+      new Promise((resolve) => setTimeout(resolve, STOP_TIMEOUT_MS).unref()),
+    ]);
     this.workerConnection?.disconnect();
     this.connection.disconnect();
   }

@@ -26,7 +26,11 @@ export class JobQueueStats {
   /** Counts of the queue, or null when Redis does not answer in time. */
   async counts(): Promise<QueueCounts[] | null> {
     if (!this.queue) {
-      this.connection = new Redis(this.options.url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: ASK_TIMEOUT_MS });
+      this.connection = new Redis(this.options.url, {
+        maxRetriesPerRequest: 1,
+        enableOfflineQueue: false,
+        commandTimeout: ASK_TIMEOUT_MS,
+      });
       this.connection.on('error', () => undefined); // surfaced as a null answer
       this.queue = new Queue(JOB_QUEUE, { connection: this.connection, prefix: `${this.options.prefix}bull` });
       this.queue.on('error', () => undefined);
@@ -35,9 +39,14 @@ export class JobQueueStats {
     const timeout = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ASK_TIMEOUT_MS)));
     try {
       if (this.connection?.status !== 'ready') await Promise.race([this.queue.waitUntilReady(), timeout]);
-      const counts = await Promise.race([this.queue.getJobCounts('waiting', 'delayed', 'failed').catch(() => null), timeout]);
+      const counts = await Promise.race([
+        this.queue.getJobCounts('waiting', 'delayed', 'failed').catch(() => null),
+        timeout,
+      ]);
       if (!counts) return null;
-      return [{ queue: JOB_QUEUE, waiting: counts.waiting ?? 0, delayed: counts.delayed ?? 0, failed: counts.failed ?? 0 }];
+      return [
+        { queue: JOB_QUEUE, waiting: counts.waiting ?? 0, delayed: counts.delayed ?? 0, failed: counts.failed ?? 0 },
+      ];
     } catch {
       return null;
     } finally {

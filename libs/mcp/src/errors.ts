@@ -33,10 +33,21 @@ export function toolError(error: unknown): CallToolResult {
   } else if (error instanceof RoostError) {
     code = error.code;
     if (error.kind === 'api' && error.status >= 500 && !/^[A-Z_]+$/.test(code)) code = 'UNAVAILABLE';
-    hint = HINTS[code] ?? (error.status === 429 ? HINTS.RATE_LIMITED : error.status >= 500 ? 'the operator failed; retry later' : undefined);
-    if (code === 'RATE_LIMITED' && error.details.retry_after_s !== undefined) hint = `retry in ${JSON.stringify(error.details.retry_after_s)} s`;
+    hint =
+      HINTS[code] ??
+      (error.status === 429
+        ? HINTS.RATE_LIMITED
+        : error.status >= 500
+          ? 'the operator failed; retry later'
+          : undefined);
+    if (code === 'RATE_LIMITED' && error.details.retry_after_s !== undefined)
+      hint = `retry in ${JSON.stringify(error.details.retry_after_s)} s`;
     if (error.details.warnings !== undefined) message = `${message} ${JSON.stringify(error.details.warnings)}`;
   }
   const text = `${code}: ${message}${hint ? `\nhint: ${hint}` : ''}`;
-  return { isError: true, content: [{ type: 'text', text }], structuredContent: { error: { code, message, ...(hint ? { hint } : {}) } } };
+  return {
+    isError: true,
+    content: [{ type: 'text', text }],
+    structuredContent: { error: { code, message, ...(hint ? { hint } : {}) } },
+  };
 }

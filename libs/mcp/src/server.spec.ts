@@ -5,10 +5,17 @@ import { createRoostMcpServer } from './server';
 
 // js-tiktoken's CommonJS build, as in bench/triage.ts.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the CommonJS build, see above
-const { getEncoding } = require('js-tiktoken') as { getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] } };
+const { getEncoding } = require('js-tiktoken') as {
+  getEncoding: (name: 'o200k_base' | 'cl100k_base') => { encode(text: string): number[] };
+};
 
 async function listed() {
-  const server = createRoostMcpServer({ client: new RoostClient({ url: 'http://127.0.0.1:1', token: 't' }), agent: '@a.b', watch: { wait: async () => false }, maxWaitMs: 1 });
+  const server = createRoostMcpServer({
+    client: new RoostClient({ url: 'http://127.0.0.1:1', token: 't' }),
+    agent: '@a.b',
+    watch: { wait: async () => false },
+    maxWaitMs: 1,
+  });
   const [serverSide, clientSide] = InMemoryTransport.createLinkedPair();
   await server.connect(serverSide);
   const client = new Client({ name: 'spec', version: '1' });
@@ -21,12 +28,25 @@ async function listed() {
 describe('the MCP tool list', () => {
   it('stays within 1,200 tokens as tools/list returns it (o200k_base and cl100k_base)', async () => {
     const text = JSON.stringify({ tools: await listed() });
-    for (const encoding of ['o200k_base', 'cl100k_base'] as const) expect(getEncoding(encoding).encode(text).length).toBeLessThanOrEqual(1200);
+    for (const encoding of ['o200k_base', 'cl100k_base'] as const)
+      expect(getEncoding(encoding).encode(text).length).toBeLessThanOrEqual(1200);
   });
 
   it('lists every tool of EXTENSIONS.md §8 with compact schemas (no $schema, no safe-integer bounds)', async () => {
     const tools = await listed();
-    expect(tools.map((t) => t.name).sort()).toEqual(['agents', 'inbox', 'mark_read', 'read', 'receipt', 'reply', 'schedule', 'search', 'send', 'status', 'wait_for_mail']);
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      'agents',
+      'inbox',
+      'mark_read',
+      'read',
+      'receipt',
+      'reply',
+      'schedule',
+      'search',
+      'send',
+      'status',
+      'wait_for_mail',
+    ]);
     const text = JSON.stringify(tools);
     expect(text).not.toContain('$schema');
     expect(text).not.toContain(String(Number.MAX_SAFE_INTEGER));

@@ -59,7 +59,10 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
     run: (args: z.infer<z.ZodObject<Shape>>, signal: AbortSignal) => Promise<CallToolResult>,
   ) => {
     definitions.push({ name, description, shape: inputSchema });
-    server.registerTool(name, { description, inputSchema }, (async (args: z.infer<z.ZodObject<Shape>>, extra: { signal: AbortSignal }) => {
+    server.registerTool(name, { description, inputSchema }, (async (
+      args: z.infer<z.ZodObject<Shape>>,
+      extra: { signal: AbortSignal },
+    ) => {
       try {
         return await run(args, extra.signal);
       } catch (error) {
@@ -104,8 +107,15 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
       const original = await client.message(await resolveId(client, args.in_reply_to), { peek: true });
       const me = options.agent;
       const to = original.from === me ? original.to : [original.from];
-      const cc = args.all ? [...new Set([...original.to, ...(original.cc ?? [])])].filter((h) => h !== me && !to.includes(h)) : [];
-      const subject = original.subject === undefined ? undefined : /^re:/i.test(original.subject) ? original.subject : `Re: ${original.subject}`;
+      const cc = args.all
+        ? [...new Set([...original.to, ...(original.cc ?? [])])].filter((h) => h !== me && !to.includes(h))
+        : [];
+      const subject =
+        original.subject === undefined
+          ? undefined
+          : /^re:/i.test(original.subject)
+            ? original.subject
+            : `Re: ${original.subject}`;
       return sent(
         await client.send({
           to,
@@ -131,24 +141,38 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
     async (args) => {
       const direction = args.direction ?? 'in';
       const unread = args.unread === false || direction !== 'in' ? undefined : true;
-      const page = await client.mailbox({ direction, order: 'asc', limit: args.limit ?? 50, unread, after: cursorOf(args) });
+      const page = await client.mailbox({
+        direction,
+        order: 'asc',
+        limit: args.limit ?? 50,
+        unread,
+        after: cursorOf(args),
+      });
       const headers = page.envelope_headers;
       const label = unread ? 'unread' : 'headers';
-      const lines = headers.length === 0 ? [`no ${unread ? 'unread mail' : 'headers'}`] : [`${headers.length}${page.next_cursor ? '+' : ''} ${label}:`, ...headers.map((h) => triageLine(h, now()))];
+      const lines =
+        headers.length === 0
+          ? [`no ${unread ? 'unread mail' : 'headers'}`]
+          : [`${headers.length}${page.next_cursor ? '+' : ''} ${label}:`, ...headers.map((h) => triageLine(h, now()))];
       if (page.next_cursor) lines.push(more(page.next_cursor));
       return result(lines.join('\n'), { envelope_headers: headers, next_cursor: page.next_cursor });
     },
   );
 
-  tool('read', 'Envelope bodies by id or short id; marks them read unless peek.', { ids: ids.max(20), peek: z.boolean().optional() }, async (args) => {
-    const full: string[] = [];
-    for (const id of args.ids) full.push(await resolveId(client, id));
-    const envelopes = await client.messages(full, { peek: args.peek === true });
-    const missing = full.filter((id) => !envelopes.some((e) => e.id === id));
-    const body = envelopes.map(renderEnvelope).join('\n---\n');
-    const text = missing.length ? `${body}${body ? '\n---\n' : ''}not found: ${missing.join(', ')}` : body;
-    return result(text, { envelopes, missing });
-  });
+  tool(
+    'read',
+    'Envelope bodies by id or short id; marks them read unless peek.',
+    { ids: ids.max(20), peek: z.boolean().optional() },
+    async (args) => {
+      const full: string[] = [];
+      for (const id of args.ids) full.push(await resolveId(client, id));
+      const envelopes = await client.messages(full, { peek: args.peek === true });
+      const missing = full.filter((id) => !envelopes.some((e) => e.id === id));
+      const body = envelopes.map(renderEnvelope).join('\n---\n');
+      const text = missing.length ? `${body}${body ? '\n---\n' : ''}not found: ${missing.join(', ')}` : body;
+      return result(text, { envelopes, missing });
+    },
+  );
 
   tool('mark_read', 'Mark envelopes read.', { ids }, async (args) => {
     const full: string[] = [];
@@ -160,10 +184,17 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
   tool(
     'receipt',
     'Answer an envelope with a receipt.',
-    { envelope_id: z.string(), status: z.enum(RECEIPT_STATUSES as [ReceiptStatus, ...ReceiptStatus[]]), note: z.string().max(2000).optional() },
+    {
+      envelope_id: z.string(),
+      status: z.enum(RECEIPT_STATUSES as [ReceiptStatus, ...ReceiptStatus[]]),
+      note: z.string().max(2000).optional(),
+    },
     async (args) => {
       const envelopeId = await resolveId(client, args.envelope_id);
-      const posted = await client.postReceipt(envelopeId, { status: args.status, ...(args.note ? { note: args.note } : {}) });
+      const posted = await client.postReceipt(envelopeId, {
+        status: args.status,
+        ...(args.note ? { note: args.note } : {}),
+      });
       return result(`receipt ${posted.status} for ${shortId(envelopeId)} (${posted.id})`, posted);
     },
   );
@@ -178,23 +209,36 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
     return result(lines.join('\n'), { ...delivery, receipts });
   });
 
-  tool('search', 'Full-text search of mail you sent or received.', { q: z.string().min(2).max(100), limit: z.number().int().min(1).max(50).optional() }, async (args) => {
-    const hits = await client.searchMessages(args.q, args.limit);
-    const lines = hits.map((h) => `${shortId(h.envelope_id)} ${h.sender_handle} ${JSON.stringify(h.subject ?? '')}`);
-    return result(hits.length ? lines.join('\n') : 'no match', { envelopes: hits });
-  });
+  tool(
+    'search',
+    'Full-text search of mail you sent or received.',
+    { q: z.string().min(2).max(100), limit: z.number().int().min(1).max(50).optional() },
+    async (args) => {
+      const hits = await client.searchMessages(args.q, args.limit);
+      const lines = hits.map((h) => `${shortId(h.envelope_id)} ${h.sender_handle} ${JSON.stringify(h.subject ?? '')}`);
+      return result(hits.length ? lines.join('\n') : 'no match', { envelopes: hits });
+    },
+  );
 
-  tool('agents', 'Find agents by q, or show one by handle.', { q: z.string().min(2).max(100).optional(), handle: handle.optional() }, async (args) => {
-    if (args.handle !== undefined) {
-      const found = await client.agent(args.handle);
-      const a = found.agent;
-      return result(`${a.canonical_handle} "${a.display_name}" ${a.inbound_policy}${a.description ? `\n${a.description}` : ''}`, found);
-    }
-    if (args.q === undefined) throw new ToolRefusal('INVALID_QUERY', 'give q or handle');
-    const page = await client.searchAgents(args.q);
-    const lines = page.agents.map((a) => `${a.canonical_handle} "${a.display_name}"`);
-    return result(lines.length ? lines.join('\n') : 'no match', page);
-  });
+  tool(
+    'agents',
+    'Find agents by q, or show one by handle.',
+    { q: z.string().min(2).max(100).optional(), handle: handle.optional() },
+    async (args) => {
+      if (args.handle !== undefined) {
+        const found = await client.agent(args.handle);
+        const a = found.agent;
+        return result(
+          `${a.canonical_handle} "${a.display_name}" ${a.inbound_policy}${a.description ? `\n${a.description}` : ''}`,
+          found,
+        );
+      }
+      if (args.q === undefined) throw new ToolRefusal('INVALID_QUERY', 'give q or handle');
+      const page = await client.searchAgents(args.q);
+      const lines = page.agents.map((a) => `${a.canonical_handle} "${a.display_name}"`);
+      return result(lines.length ? lines.join('\n') : 'no match', page);
+    },
+  );
 
   tool(
     'schedule',
@@ -214,7 +258,10 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
     async (args) => {
       if (args.action === 'list') {
         const schedules = await client.schedules();
-        const lines = schedules.map((s) => `${s.id} ${s.status} ${s.envelope.to.join(',')}${s.next_run_at && s.status === 'active' ? ` next=${new Date(s.next_run_at).toISOString()}` : ''}`);
+        const lines = schedules.map(
+          (s) =>
+            `${s.id} ${s.status} ${s.envelope.to.join(',')}${s.next_run_at && s.status === 'active' ? ` next=${new Date(s.next_run_at).toISOString()}` : ''}`,
+        );
         return result(lines.length ? lines.join('\n') : 'no schedules', { schedules });
       }
       if (args.action === 'cancel') {
@@ -224,13 +271,20 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
       }
       if (!args.to?.length) throw new ToolRefusal('INVALID_SCHEDULE', 'create needs to');
       const created = await client.createSchedule({
-        envelope: { to: args.to, content_parts: parts(args.text, args.data), ...(args.subject !== undefined ? { subject: args.subject } : {}) },
+        envelope: {
+          to: args.to,
+          content_parts: parts(args.text, args.data),
+          ...(args.subject !== undefined ? { subject: args.subject } : {}),
+        },
         ...(args.start_at !== undefined ? { start_at: args.start_at } : {}),
         ...(args.interval_ms !== undefined ? { interval_ms: args.interval_ms } : {}),
         ...(args.max_count !== undefined ? { max_count: args.max_count } : {}),
         ...(args.end_at !== undefined ? { end_at: args.end_at } : {}),
       });
-      return result(`schedule ${created.id} ${created.status}${created.next_run_at ? ` next=${new Date(created.next_run_at).toISOString()}` : ''}`, created);
+      return result(
+        `schedule ${created.id} ${created.status}${created.next_run_at ? ` next=${new Date(created.next_run_at).toISOString()}` : ''}`,
+        created,
+      );
     },
   );
 
@@ -258,7 +312,11 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
         if (headers.length > 0) {
           const last = headers[headers.length - 1];
           const next = { created_at: last.created_at, envelope_id: last.id };
-          const lines = [`${headers.length}${page.next_cursor ? '+' : ''} new:`, ...headers.map((h) => triageLine(h, now())), more(next)];
+          const lines = [
+            `${headers.length}${page.next_cursor ? '+' : ''} new:`,
+            ...headers.map((h) => triageLine(h, now())),
+            more(next),
+          ];
           return result(lines.join('\n'), { envelope_headers: headers, next_cursor: next });
         }
       }
@@ -268,7 +326,13 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
   // The SDK lists each tool with a `$schema` URL, `execution` defaults and safe-integer bounds:
   // ~20 % of the list's tokens and no information. The same schemas, compact (the SDK still
   // validates every call against the zod shapes above).
-  listing ??= definitions.map(({ name, description, shape }) => ({ name, description, inputSchema: compactSchema(z.toJSONSchema(z.object(shape), { target: 'draft-7', io: 'input' })) as Tool['inputSchema'] }));
+  listing ??= definitions.map(({ name, description, shape }) => ({
+    name,
+    description,
+    inputSchema: compactSchema(
+      z.toJSONSchema(z.object(shape), { target: 'draft-7', io: 'input' }),
+    ) as Tool['inputSchema'],
+  }));
   const tools = listing;
   server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
   return server;
@@ -304,7 +368,11 @@ function parts(text: string | undefined, data: Record<string, unknown> | undefin
 function cursorOf(args: { after_created_at?: number; after_envelope_id?: string }): Cursor | null {
   if (args.after_created_at === undefined && args.after_envelope_id === undefined) return null;
   if (args.after_created_at === undefined || args.after_envelope_id === undefined) {
-    throw new ToolRefusal('INVALID_QUERY', 'after_created_at and after_envelope_id go together', 'pass both from next_cursor');
+    throw new ToolRefusal(
+      'INVALID_QUERY',
+      'after_created_at and after_envelope_id go together',
+      'pass both from next_cursor',
+    );
   }
   return { created_at: args.after_created_at, envelope_id: args.after_envelope_id };
 }
@@ -313,7 +381,10 @@ const more = (c: Cursor) => `next: after_created_at=${c.created_at} after_envelo
 
 function sent(accepted: { id: string; recipients: Array<{ handle: string }>; warnings?: unknown[] }): CallToolResult {
   const warn = accepted.warnings?.length ? `\nwarning: content guard flagged ${JSON.stringify(accepted.warnings)}` : '';
-  return result(`sent ${accepted.id} (${shortId(accepted.id)}) to ${accepted.recipients.map((r) => r.handle).join(', ')}${warn}`, accepted);
+  return result(
+    `sent ${accepted.id} (${shortId(accepted.id)}) to ${accepted.recipients.map((r) => r.handle).join(', ')}${warn}`,
+    accepted,
+  );
 }
 
 function result(text: string, structured: object): CallToolResult {

@@ -37,7 +37,12 @@ export class ListenerMailWatch implements MailWatch {
     try {
       const outcome = await Promise.race([woken, listener.done]);
       if (outcome === 'unauthorized' || outcome === 'revoked') {
-        throw new RoostError('api', outcome === 'revoked' ? 'token revoked' : 'the token was refused', 401, 'UNAUTHORIZED');
+        throw new RoostError(
+          'api',
+          outcome === 'revoked' ? 'token revoked' : 'the token was refused',
+          401,
+          'UNAUTHORIZED',
+        );
       }
       return outcome === true;
     } finally {

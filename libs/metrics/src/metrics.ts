@@ -268,7 +268,8 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
-    for (const outcome of ['accepted', 'unauthorized', 'refused', 'rate_limited']) this.wsHandshakes.inc({ outcome }, 0);
+    for (const outcome of ['accepted', 'unauthorized', 'refused', 'rate_limited'])
+      this.wsHandshakes.inc({ outcome }, 0);
     for (const limit of ['agent', 'auth_fail', 'ws']) this.rateLimited.inc({ limit }, 0);
     for (const state of ['active', 'waiting']) this.replays.set({ state }, 0);
   }

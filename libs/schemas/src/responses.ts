@@ -50,7 +50,12 @@ const RULES: ResponseRule[] = [
   { method: 'GET', path: /^\/_admin\/whoami$/, status: 200, schema: 'admin-whoami' },
   { method: 'GET', path: /^\/_admin\/overview$/, status: 200, schema: 'admin-overview' },
   { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/mailbox$`), status: 200, schema: 'mailbox-page' },
-  { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/messages/${seg}$`), status: 200, schema: 'stored-envelope' },
+  {
+    method: 'GET',
+    path: new RegExp(`^/_admin/agents/${seg}/messages/${seg}$`),
+    status: 200,
+    schema: 'stored-envelope',
+  },
   { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/receipts$`), status: 200, schema: 'receipt-list' },
   { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/status$`), status: 200, schema: 'delivery-status' },
   { method: 'GET', path: new RegExp(`^/_admin/agents/${seg}/schedules$`), status: 200, schema: 'schedule-list' },

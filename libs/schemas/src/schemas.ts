@@ -53,7 +53,9 @@ class WireSchemas {
       ajv.addKeyword({ keyword: 'x-error', schemaType: 'string' });
       ajv.addKeyword({ keyword: 'x-field-order', schemaType: 'array' });
     }
-    for (const file of readdirSync(dir).filter((name) => name.endsWith('.schema.json')).sort()) {
+    for (const file of readdirSync(dir)
+      .filter((name) => name.endsWith('.schema.json'))
+      .sort()) {
       const schema = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Schema;
       this.schemas.set(file.replace(/\.schema\.json$/, ''), schema);
       this.ajv.addSchema(schema);
@@ -160,7 +162,8 @@ export function compileRequestValidators(): void {
   for (const name of REQUEST_SCHEMAS) {
     schemas.fastValidator(name);
     for (const field of (schemas.schema(name)['x-field-order'] as string[] | undefined) ?? []) {
-      if ((schemas.schema(name).properties as Record<string, Schema> | undefined)?.[field]) schemas.fieldValidator(name, field);
+      if ((schemas.schema(name).properties as Record<string, Schema> | undefined)?.[field])
+        schemas.fieldValidator(name, field);
     }
   }
 }

@@ -133,7 +133,8 @@ export class StartedRoostContainer extends AbstractStartedContainer {
   /** The token of an agent given to `withAgents` (by its canonical handle, e.g. `@acme.bob`). */
   getAgentToken(handle: string): string {
     const token = this.tokens.get(handle.toLowerCase());
-    if (token === undefined) throw new Error(`RoostContainer: no agent ${handle} (known: ${[...this.tokens.keys()].join(', ')})`);
+    if (token === undefined)
+      throw new Error(`RoostContainer: no agent ${handle} (known: ${[...this.tokens.keys()].join(', ')})`);
     return token;
   }
 

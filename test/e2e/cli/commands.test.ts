@@ -43,9 +43,13 @@ describe('configuration and tokens', () => {
     const project = join(home.dir, 'project');
     mkdirSync(join(project, 'deep', 'er'), { recursive: true });
     await home.ok(['config', 'use', '@acme.bob', '--dir', project]);
-    const view = await home.json<{ agent: string; folder: string }>(['config', 'show'], { cwd: join(project, 'deep', 'er') });
+    const view = await home.json<{ agent: string; folder: string }>(['config', 'show'], {
+      cwd: join(project, 'deep', 'er'),
+    });
     expect(view).toMatchObject({ agent: '@acme.bob', folder: project });
-    expect((await home.json<{ agent: string }>(['--as', '@acme.alice', 'config', 'show'], { cwd: project })).agent).toBe('@acme.alice');
+    expect(
+      (await home.json<{ agent: string }>(['--as', '@acme.alice', 'config', 'show'], { cwd: project })).agent,
+    ).toBe('@acme.alice');
   });
 
   it('stores an existing token read from stdin', async () => {
@@ -53,7 +57,17 @@ describe('configuration and tokens', () => {
     await home.ok(['--profile', 'other', 'config', 'profile', 'other', '--url', op.url]);
     await home.ok(['--profile', 'other', 'config', 'token', '@acme.bob'], { input: token });
     expect(credentials().profiles.other.agents['@acme.bob']).toBe(token);
-    expect((await home.json<{ checks: Array<{ name: string; ok: boolean }> }>(['--profile', 'other', '--as', '@acme.bob', 'doctor'])).checks.every((c) => c.ok)).toBe(true);
+    expect(
+      (
+        await home.json<{ checks: Array<{ name: string; ok: boolean }> }>([
+          '--profile',
+          'other',
+          '--as',
+          '@acme.bob',
+          'doctor',
+        ])
+      ).checks.every((c) => c.ok),
+    ).toBe(true);
   });
 });
 
@@ -62,7 +76,10 @@ describe('admin', () => {
     await home.ok(['admin', 'agent', 'create', '@acme.temp']);
     expect(await home.ok(['admin', 'agent', 'list'])).toContain('@acme.temp');
     expect((await home.json(['admin', 'agent', 'show', '@acme.temp'])).policy).toBe('allowlist');
-    expect((await home.json(['admin', 'agent', 'set', '@acme.temp', '--policy', 'open', '--display-name', 'Temp'])).display_name).toBe('Temp');
+    expect(
+      (await home.json(['admin', 'agent', 'set', '@acme.temp', '--policy', 'open', '--display-name', 'Temp']))
+        .display_name,
+    ).toBe('Temp');
     const before = credentials().profiles.test.agents['@acme.temp'];
     const rotated = await home.ok(['admin', 'agent', 'rotate-token', '@acme.temp']);
     expect(rotated).not.toContain(credentials().profiles.test.agents['@acme.temp']);
@@ -79,9 +96,13 @@ describe('admin', () => {
     expect(created).toMatchObject({ name: 'cliorg', retention_days: 7 });
     expect(created.admin_token).toBeUndefined();
     expect(await home.ok(['admin', 'org', 'list'])).toContain('cliorg retention=7');
-    expect((await home.json(['admin', 'org', 'set', 'cliorg', '--content-guard', 'block'])).content_guard).toBe('block');
+    expect((await home.json(['admin', 'org', 'set', 'cliorg', '--content-guard', 'block'])).content_guard).toBe(
+      'block',
+    );
     expect((await home.json(['admin', 'org', 'show', 'cliorg'])).content_guard).toBe('block');
-    expect((await home.json(['admin', 'org', 'rotate-token', 'cliorg', '--show-token'])).admin_token).toEqual(expect.any(String));
+    expect((await home.json(['admin', 'org', 'rotate-token', 'cliorg', '--show-token'])).admin_token).toEqual(
+      expect.any(String),
+    );
     await home.ok(['admin', 'org', 'remove', 'cliorg']);
     expect((await home.run(['admin', 'org', 'show', 'cliorg'])).code).toBe(5);
   });
@@ -99,7 +120,18 @@ describe('admin', () => {
 
 describe('messages', () => {
   it('send → inbox triage → show → reply → receipt → status', async () => {
-    const sent = await home.json<{ id: string }>(['--as', '@acme.alice', 'send', '@acme.bob', '-t', 'please review', '-s', 'Review PR 12', '--cc', '@acme.loud']);
+    const sent = await home.json<{ id: string }>([
+      '--as',
+      '@acme.alice',
+      'send',
+      '@acme.bob',
+      '-t',
+      'please review',
+      '-s',
+      'Review PR 12',
+      '--cc',
+      '@acme.loud',
+    ]);
     const short = sent.id.slice(-6);
     const inbox = await home.ok(['--as', '@acme.bob', 'inbox']);
     expect(inbox).toMatch(new RegExp(`^${short} \\d+s @acme\\.alice "Review PR 12" text ~\\d+t cc\\+1$`, 'm'));
@@ -110,11 +142,21 @@ describe('messages', () => {
     expect(shown).toContain('subject: Review PR 12');
     expect(await home.ok(['--as', '@acme.bob', 'inbox'])).not.toContain(short);
     const reply = await home.json<{ id: string }>(['--as', '@acme.bob', 'reply', short, '-t', 'done']);
-    const replied = await home.json<{ in_reply_to: string; subject: string; references: string[] }>(['--as', '@acme.alice', 'show', reply.id]);
+    const replied = await home.json<{ in_reply_to: string; subject: string; references: string[] }>([
+      '--as',
+      '@acme.alice',
+      'show',
+      reply.id,
+    ]);
     expect(replied).toMatchObject({ in_reply_to: sent.id, subject: 'Re: Review PR 12', references: [sent.id] });
     await home.ok(['--as', '@acme.bob', 'receipt', short, 'applied', '--note', 'merged']);
-    const status = await home.json<{ recipients: Array<{ handle: string; read: boolean; status: string }>; receipts: unknown[] }>(['--as', '@acme.alice', 'status', short]);
-    expect(status.recipients).toEqual(expect.arrayContaining([expect.objectContaining({ handle: '@acme.bob', read: true, status: 'applied' })]));
+    const status = await home.json<{
+      recipients: Array<{ handle: string; read: boolean; status: string }>;
+      receipts: unknown[];
+    }>(['--as', '@acme.alice', 'status', short]);
+    expect(status.recipients).toEqual(
+      expect.arrayContaining([expect.objectContaining({ handle: '@acme.bob', read: true, status: 'applied' })]),
+    );
     expect(status.receipts).toHaveLength(1);
     expect(await home.ok(['--as', '@acme.alice', 'inbox'])).toMatch(/rcpt:applied/);
   });
@@ -122,7 +164,10 @@ describe('messages', () => {
   it('read marks without printing; data and file parts; stdin text', async () => {
     const file = join(home.dir, 'notes.txt');
     writeFileSync(file, 'attached');
-    const sent = await home.json<{ id: string }>(['--as', '@acme.alice', 'send', '@acme.bob', '--data', '{"k":1}', '--file', file, '--stdin'], { input: 'from stdin' });
+    const sent = await home.json<{ id: string }>(
+      ['--as', '@acme.alice', 'send', '@acme.bob', '--data', '{"k":1}', '--file', file, '--stdin'],
+      { input: 'from stdin' },
+    );
     const body = await home.json<{ content_parts: Array<{ type: string }> }>(['--as', '@acme.bob', 'show', sent.id]);
     expect(body.content_parts.map((p) => p.type)).toEqual(['text', 'file', 'data']);
     const other = await home.json<{ id: string }>(['--as', '@acme.alice', 'send', '@acme.bob', '-t', 'mark me']);
@@ -130,7 +175,19 @@ describe('messages', () => {
   });
 
   it('schedules: create, list, show, pause, resume, cancel', async () => {
-    const created = await home.json<{ id: string; status: string }>(['--as', '@acme.alice', 'schedule', 'create', '@acme.bob', '-t', 'standup', '--every', '1h', '--count', '3']);
+    const created = await home.json<{ id: string; status: string }>([
+      '--as',
+      '@acme.alice',
+      'schedule',
+      'create',
+      '@acme.bob',
+      '-t',
+      'standup',
+      '--every',
+      '1h',
+      '--count',
+      '3',
+    ]);
     expect(created.status).toBe('active');
     expect(await home.ok(['--as', '@acme.alice', 'schedule', 'list'])).toContain(created.id.slice(-6));
     expect((await home.json(['--as', '@acme.alice', 'schedule', 'show', created.id])).interval_ms).toBe(3_600_000);
@@ -146,9 +203,23 @@ describe('listen', () => {
   for (const mode of ['resume', 'plain'] as const) {
     it(`prints one JSON line per frame on stdout, diagnostics on stderr, and keeps its cursor (${mode})`, async () => {
       await home.ok(['admin', 'agent', 'create', `@acme.listen-${mode}`, '--policy', 'open']);
-      const early = await home.json<{ id: string }>(['--as', '@acme.alice', 'send', `@acme.listen-${mode}`, '-t', 'before']);
+      const early = await home.json<{ id: string }>([
+        '--as',
+        '@acme.alice',
+        'send',
+        `@acme.listen-${mode}`,
+        '-t',
+        'before',
+      ]);
       const cursor = join(home.dir, `cursor-${mode}.json`);
-      const child = home.spawn(['--as', `@acme.listen-${mode}`, 'listen', '--cursor', cursor, ...(mode === 'plain' ? ['--no-resume'] : [])]);
+      const child = home.spawn([
+        '--as',
+        `@acme.listen-${mode}`,
+        'listen',
+        '--cursor',
+        cursor,
+        ...(mode === 'plain' ? ['--no-resume'] : []),
+      ]);
       const lines: string[] = [];
       let stderr = '';
       child.stdout!.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean)));
@@ -156,7 +227,14 @@ describe('listen', () => {
       await until(() => lines.length >= 1, 10_000, 'the waiting envelope');
       // Settled: resumed, or caught up over REST (two passes); live frames move the cursor from here.
       await until(() => /resumed from the cursor|caught up/.test(stderr), 10_000, 'the listener to settle');
-      const live = await home.json<{ id: string }>(['--as', '@acme.alice', 'send', `@acme.listen-${mode}`, '-t', 'live']);
+      const live = await home.json<{ id: string }>([
+        '--as',
+        '@acme.alice',
+        'send',
+        `@acme.listen-${mode}`,
+        '-t',
+        'live',
+      ]);
       await until(() => lines.length >= 2, 10_000, 'the live envelope');
       child.kill('SIGINT');
       const code = await new Promise((done) => child.on('close', done));
@@ -184,15 +262,30 @@ describe('doctor', () => {
 
 describe('errors: exit codes and hints', () => {
   it('unreachable operator → 6', async () => {
-    const result = await home.run(['--url', 'http://127.0.0.1:1', '--as', '@acme.alice', 'send', '@acme.bob', '-t', 'x']);
+    const result = await home.run([
+      '--url',
+      'http://127.0.0.1:1',
+      '--as',
+      '@acme.alice',
+      'send',
+      '@acme.bob',
+      '-t',
+      'x',
+    ]);
     expect(result.code).toBe(6);
-    expect(result.stderr).toMatch(/cannot reach the operator[\s\S]*hint: is the operator running\? Start one with `roost serve`/);
+    expect(result.stderr).toMatch(
+      /cannot reach the operator[\s\S]*hint: is the operator running\? Start one with `roost serve`/,
+    );
   });
 
   it('bad token → 4, with a JSON error on stderr under --json', async () => {
     const result = await home.run(['--as', '@acme.alice', '--token', 'bad', 'send', '@acme.bob', '-t', 'x', '--json']);
     expect(result.code).toBe(4);
-    expect(JSON.parse(result.stderr).error).toMatchObject({ code: 'UNAUTHORIZED', exit: 4, hint: expect.stringMatching(/rotate-token/) });
+    expect(JSON.parse(result.stderr).error).toMatchObject({
+      code: 'UNAUTHORIZED',
+      exit: 4,
+      hint: expect.stringMatching(/rotate-token/),
+    });
   });
 
   it('unknown recipient → 5; unknown acting agent → 3; unknown id → 5', async () => {
@@ -224,23 +317,39 @@ describe('samp bridge', () => {
       { ts: 1_754_000_060, from: 'ann', to: 'ben', thread: 'plan', body: 'second' },
     ];
     writeFileSync(join(dir, 'log-ann.jsonl'), `${records.map((r) => JSON.stringify(r)).join('\n')}\nnot json\n`);
-    writeFileSync(join(dir, 'log-ben.jsonl'), `${JSON.stringify({ ts: 1_754_000_120, from: 'ben', to: 'ann', thread: 'plan', body: 'ack' })}\n`);
-    const first = await home.json<{ posted: number; replayed: number; malformed: number }>(['--as', '@samp.ann', 'samp', 'import', dir]);
+    writeFileSync(
+      join(dir, 'log-ben.jsonl'),
+      `${JSON.stringify({ ts: 1_754_000_120, from: 'ben', to: 'ann', thread: 'plan', body: 'ack' })}\n`,
+    );
+    const first = await home.json<{ posted: number; replayed: number; malformed: number }>([
+      '--as',
+      '@samp.ann',
+      'samp',
+      'import',
+      dir,
+    ]);
     expect(first).toMatchObject({ posted: 3, replayed: 0, malformed: 1 });
     const again = await home.json<{ posted: number; replayed: number }>(['--as', '@samp.ann', 'samp', 'import', dir]);
     expect(again).toMatchObject({ posted: 0, replayed: 3 });
-    const headers = (await home.json<{ headers: Array<{ subject: string; date_ms: number }> }>(['--as', '@samp.ben', 'inbox', '--all'])).headers;
+    const headers = (
+      await home.json<{ headers: Array<{ subject: string; date_ms: number }> }>(['--as', '@samp.ben', 'inbox', '--all'])
+    ).headers;
     expect(headers.map((h) => [h.subject, h.date_ms])).toEqual([
       ['plan', 1_754_000_000_000],
       ['plan', 1_754_000_060_000],
     ]);
     const out = join(home.dir, 'samp-out');
     await home.ok(['--as', '@samp.ben', 'samp', 'export', out]);
-    const exported = readFileSync(join(out, 'log-ann.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+    const exported = readFileSync(join(out, 'log-ann.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const original = readFileSync(join(dir, 'log-ann.jsonl'), 'utf8');
     // Content-derived ids: the exported records carry the ids SAMP computes for the originals.
     const { readLog } = jest.requireActual('../../../apps/cli/src/samp');
-    expect(exported.map((r: { id: string }) => r.id)).toEqual(readLog(original).records.map((r: { id: string }) => r.id));
+    expect(exported.map((r: { id: string }) => r.id)).toEqual(
+      readLog(original).records.map((r: { id: string }) => r.id),
+    );
     expect(exported[0]).toMatchObject({ from: 'ann', to: 'ben', thread: 'plan', body: 'first', ts: 1_754_000_000 });
     expect(existsSync(join(out, 'log-ben.jsonl'))).toBe(true);
     await home.ok(['--as', '@samp.ben', 'samp', 'export', out]);

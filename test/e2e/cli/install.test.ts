@@ -1,5 +1,15 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join, relative } from 'node:path';
 import { CLI, cliHome } from './support';
 
@@ -35,7 +45,11 @@ describe('roost install / uninstall', () => {
   it('matches the golden files, preserving other content and hook groups', async () => {
     const { home, repo } = fixture();
     await home.ok(['--as', '@acme.bob', 'install', '--command', 'roost'], { cwd: repo });
-    for (const file of FILES) expect([file, readFileSync(join(repo, file), 'utf8')]).toEqual([file, readFileSync(join(GOLDEN, 'installed', file), 'utf8')]);
+    for (const file of FILES)
+      expect([file, readFileSync(join(repo, file), 'utf8')]).toEqual([
+        file,
+        readFileSync(join(GOLDEN, 'installed', file), 'utf8'),
+      ]);
     expect(JSON.parse(readFileSync(join(repo, '.roost', 'config.json'), 'utf8'))).toEqual({ agent: '@acme.bob' });
     expect(existsSync(join(repo, '.roost', 'mailbox', 'OUTBOX.md'))).toBe(true);
   });
@@ -93,8 +107,13 @@ describe('roost install / uninstall', () => {
     const withMcp = tree(repo);
     await home.ok(['--as', '@acme.bob', 'install', '--mcp', '--command', 'roost'], { cwd: repo });
     const claude = JSON.parse(readFileSync(join(repo, '.mcp.json'), 'utf8'));
-    expect(claude.mcpServers).toEqual({ other: { command: 'other-mcp' }, roost: { command: 'roost', args: ['--as', '@acme.bob', 'mcp'] } });
-    expect(readFileSync(join(repo, '.codex/config.toml'), 'utf8')).toBe('[mcp_servers.roost]\ncommand = "roost"\nargs = ["--as", "@acme.bob", "mcp"]\n');
+    expect(claude.mcpServers).toEqual({
+      other: { command: 'other-mcp' },
+      roost: { command: 'roost', args: ['--as', '@acme.bob', 'mcp'] },
+    });
+    expect(readFileSync(join(repo, '.codex/config.toml'), 'utf8')).toBe(
+      '[mcp_servers.roost]\ncommand = "roost"\nargs = ["--as", "@acme.bob", "mcp"]\n',
+    );
     expect(JSON.parse(readFileSync(join(repo, '.claude/settings.json'), 'utf8')).hooks.Stop).toBeDefined();
     const again = await home.ok(['--as', '@acme.bob', 'install', '--mcp', '--command', 'roost'], { cwd: repo });
     expect(again).toContain('already installed');
@@ -110,10 +129,17 @@ describe('roost install / uninstall', () => {
     const settings = JSON.parse(readFileSync(join(repo, '.claude', 'settings.json'), 'utf8'));
     const command: string = settings.hooks.Stop[0].hooks[0].command;
     expect(command).toBe(`${process.execPath} ${realpathSync(CLI)} hook --event Stop`);
-    expect(JSON.parse(readFileSync(join(repo, '.mcp.json'), 'utf8')).mcpServers.roost).toEqual({ command: process.execPath, args: [realpathSync(CLI), '--as', '@acme.bob', 'mcp'] });
+    expect(JSON.parse(readFileSync(join(repo, '.mcp.json'), 'utf8')).mcpServers.roost).toEqual({
+      command: process.execPath,
+      args: [realpathSync(CLI), '--as', '@acme.bob', 'mcp'],
+    });
     // A harness with no useful PATH runs the hook through sh: it must start (a bare `roost` exits 127).
     for (const cmd of [command, 'roost hook --event Stop']) {
-      const run = spawnSync('/bin/sh', ['-c', cmd], { cwd: repo, env: { ...home.env, PATH: '/nonexistent' }, encoding: 'utf8' });
+      const run = spawnSync('/bin/sh', ['-c', cmd], {
+        cwd: repo,
+        env: { ...home.env, PATH: '/nonexistent' },
+        encoding: 'utf8',
+      });
       expect([cmd, run.status]).toEqual([cmd, cmd.startsWith('roost') ? 127 : 0]);
     }
     // doctor checks the hooks it finds: absolute ones pass, a bare `roost` off PATH fails.
@@ -122,7 +148,9 @@ describe('roost install / uninstall', () => {
     await home.ok(['uninstall'], { cwd: repo });
     await home.ok(['--as', '@acme.bob', 'install', '--command', 'roost'], { cwd: repo });
     const bare = await home.run(['doctor'], { cwd: repo, env: { PATH: '/nonexistent' } });
-    expect(bare.stdout).toMatch(/FAIL hooks +\.claude\/settings\.json: `roost hook --event SessionStart`: roost is not on PATH/);
+    expect(bare.stdout).toMatch(
+      /FAIL hooks +\.claude\/settings\.json: `roost hook --event SessionStart`: roost is not on PATH/,
+    );
     expect(bare.code).not.toBe(0);
   });
 
@@ -134,11 +162,19 @@ describe('roost install / uninstall', () => {
     cpSync(join(__dirname, '../../../dist'), join(weird, 'dist'), { recursive: true });
     symlinkSync(join(__dirname, '../../../node_modules'), join(weird, 'node_modules'));
     const cli = join(weird, 'dist', 'apps', 'cli', 'src', 'main.js');
-    const r = spawnSync(process.execPath, [cli, '--as', '@acme.bob', 'install', '--dir', repo], { env: home.env, encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [cli, '--as', '@acme.bob', 'install', '--dir', repo], {
+      env: home.env,
+      encoding: 'utf8',
+    });
     expect(r.status).toBe(0);
-    const command: string = JSON.parse(readFileSync(join(repo, '.claude', 'settings.json'), 'utf8')).hooks.Stop[0].hooks[0].command;
+    const command: string = JSON.parse(readFileSync(join(repo, '.claude', 'settings.json'), 'utf8')).hooks.Stop[0]
+      .hooks[0].command;
     expect(command).toContain(`'${weird.replace(/'/g, `'\\''`)}`);
-    const run = spawnSync('/bin/sh', ['-c', command], { cwd: repo, env: { ...home.env, PATH: '/nonexistent' }, encoding: 'utf8' });
+    const run = spawnSync('/bin/sh', ['-c', command], {
+      cwd: repo,
+      env: { ...home.env, PATH: '/nonexistent' },
+      encoding: 'utf8',
+    });
     expect(run.status).toBe(0);
   }, 60_000);
 
@@ -149,9 +185,34 @@ describe('roost install / uninstall', () => {
     await home.ok(['--as', '@acme.bob', 'install', '--command', 'roost'], { cwd: repo });
     const ignore = readFileSync(join(repo, '.gitignore'), 'utf8');
     expect(ignore.startsWith('node_modules\n\n# ROOST_MAILBOX_START')).toBe(true);
-    for (const f of ['.roost/mailbox/INBOX.md', '.roost/mailbox/STATE.json', '.roost/hook.json', '.roost/admin-token', '.roost/mailbox/.lock']) writeFileSync(join(repo, f), '{}');
-    const check = spawnSync('git', ['check-ignore', '.roost/mailbox/INBOX.md', '.roost/mailbox/STATE.json', '.roost/hook.json', '.roost/install.json', '.roost/admin-token', '.roost/mailbox/OUTBOX.md'], { cwd: repo, encoding: 'utf8' });
-    expect(check.stdout.trim().split('\n').sort()).toEqual(['.roost/admin-token', '.roost/hook.json', '.roost/install.json', '.roost/mailbox/INBOX.md', '.roost/mailbox/STATE.json']);
+    for (const f of [
+      '.roost/mailbox/INBOX.md',
+      '.roost/mailbox/STATE.json',
+      '.roost/hook.json',
+      '.roost/admin-token',
+      '.roost/mailbox/.lock',
+    ])
+      writeFileSync(join(repo, f), '{}');
+    const check = spawnSync(
+      'git',
+      [
+        'check-ignore',
+        '.roost/mailbox/INBOX.md',
+        '.roost/mailbox/STATE.json',
+        '.roost/hook.json',
+        '.roost/install.json',
+        '.roost/admin-token',
+        '.roost/mailbox/OUTBOX.md',
+      ],
+      { cwd: repo, encoding: 'utf8' },
+    );
+    expect(check.stdout.trim().split('\n').sort()).toEqual([
+      '.roost/admin-token',
+      '.roost/hook.json',
+      '.roost/install.json',
+      '.roost/mailbox/INBOX.md',
+      '.roost/mailbox/STATE.json',
+    ]);
     await home.ok(['--as', '@acme.bob', 'install', '--command', 'roost'], { cwd: repo });
     expect(readFileSync(join(repo, '.gitignore'), 'utf8')).toBe(ignore);
     const out = await home.ok(['uninstall'], { cwd: repo });

@@ -29,7 +29,16 @@ const count = (text: string, needle: string) => text.split(needle).length - 1;
 
 describe('worktree mailbox', () => {
   it('round trip: send → INBOX.md → OUTBOX.md reply → the sender’s mailbox; RECEIPTS.md → status', async () => {
-    const sent = await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.bob', '-s', 'Review', '-t', 'Please review.\n\n## not a block\n\n```js\ncode()\n```']);
+    const sent = await home.json<{ id: string }>([
+      '--as',
+      '@wt.alice',
+      'send',
+      '@wt.bob',
+      '-s',
+      'Review',
+      '-t',
+      'Please review.\n\n## not a block\n\n```js\ncode()\n```',
+    ]);
     const pass = await home.json<{ appended: Array<{ id: string }> }>(['mirror', '--once'], { cwd: bobDir });
     expect(pass.appended.map((h) => h.id)).toEqual([sent.id]);
     const inbox = read(bobDir, 'INBOX.md');
@@ -40,11 +49,19 @@ describe('worktree mailbox', () => {
 
     append(bobDir, 'OUTBOX.md', `\n## reply ${sent.id.slice(-6)}\n\nLooks good.\n\n- merged\n`);
     append(bobDir, 'RECEIPTS.md', `\n## ${sent.id}\nstatus: applied\nnote: merged in main\n`);
-    const out = await home.json<{ sent: Array<{ id: string; in_reply_to: string }>; receipts: Array<{ status: string }> }>(['mirror', '--once'], { cwd: bobDir });
+    const out = await home.json<{
+      sent: Array<{ id: string; in_reply_to: string }>;
+      receipts: Array<{ status: string }>;
+    }>(['mirror', '--once'], { cwd: bobDir });
     expect(out.sent).toEqual([expect.objectContaining({ in_reply_to: sent.id, to: ['@wt.alice'] })]);
     expect(out.receipts.map((r) => r.status)).toEqual(['applied']);
 
-    const reply = await home.json<{ in_reply_to: string; subject: string; content_parts: Array<{ text: string }> }>(['--as', '@wt.alice', 'show', out.sent[0].id]);
+    const reply = await home.json<{ in_reply_to: string; subject: string; content_parts: Array<{ text: string }> }>([
+      '--as',
+      '@wt.alice',
+      'show',
+      out.sent[0].id,
+    ]);
     expect(reply).toMatchObject({ in_reply_to: sent.id, subject: 'Re: Review' });
     expect(reply.content_parts[0].text).toBe('Looks good.\n\n- merged');
     const status = await home.json<{ recipients: Array<{ status: string }> }>(['--as', '@wt.alice', 'status', sent.id]);
@@ -53,14 +70,22 @@ describe('worktree mailbox', () => {
     await home.ok(['mirror', '--once'], { cwd: aliceDir });
     expect(read(aliceDir, 'INBOX.md')).toContain(`in_reply_to: ${sent.id}`);
     // Nothing is sent twice.
-    const again = await home.json<{ sent: unknown[]; receipts: unknown[]; appended: unknown[] }>(['mirror', '--once'], { cwd: bobDir });
+    const again = await home.json<{ sent: unknown[]; receipts: unknown[]; appended: unknown[] }>(['mirror', '--once'], {
+      cwd: bobDir,
+    });
     expect(again).toMatchObject({ sent: [], receipts: [], appended: [] });
   });
 
   it('skips and reports malformed hand-edited blocks once, never rewrites them, and still sends the good ones', async () => {
     const sent = await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.bob', '-t', 'decide please']);
     await home.ok(['mirror', '--once'], { cwd: bobDir });
-    const bad = ['\n## reply\n\nno target\n', '\n## reply ZZZZZZ\n\nunknown target\n', `\n## reply ${sent.id}\n`, `\n## to @wt.alice\ncc: not-a-handle\n\nbad cc\n`, '\n## hello\n\nwhat?\n'];
+    const bad = [
+      '\n## reply\n\nno target\n',
+      '\n## reply ZZZZZZ\n\nunknown target\n',
+      `\n## reply ${sent.id}\n`,
+      `\n## to @wt.alice\ncc: not-a-handle\n\nbad cc\n`,
+      '\n## hello\n\nwhat?\n',
+    ];
     append(bobDir, 'OUTBOX.md', bad.join('') + `\n## to @wt.alice\nsubject: after the bad ones\n\nstill sent\n`);
     append(bobDir, 'RECEIPTS.md', `\n## ${sent.id}\nstatus: maybe\n\n## 01ZZZZZZZZZZZZZZZZZZZZZZZZ ok extra\n`);
     // Hand-edited INBOX.md (the agent should not, but may): appended to, never rewritten.
@@ -72,8 +97,18 @@ describe('worktree mailbox', () => {
     expect(first.code).toBe(0);
     const result = JSON.parse(first.stdout) as { sent: unknown[]; problems: Array<{ file: string; reason: string }> };
     expect(result.sent).toHaveLength(1);
-    expect(result.problems.map((p) => p.file)).toEqual(['OUTBOX.md', 'OUTBOX.md', 'OUTBOX.md', 'OUTBOX.md', 'OUTBOX.md', 'RECEIPTS.md', 'RECEIPTS.md']);
-    expect(first.stderr).toMatch(/skipped OUTBOX\.md:\d+ "## reply ZZZZZZ": reply target ZZZZZZ is not an envelope id in INBOX\.md/);
+    expect(result.problems.map((p) => p.file)).toEqual([
+      'OUTBOX.md',
+      'OUTBOX.md',
+      'OUTBOX.md',
+      'OUTBOX.md',
+      'OUTBOX.md',
+      'RECEIPTS.md',
+      'RECEIPTS.md',
+    ]);
+    expect(first.stderr).toMatch(
+      /skipped OUTBOX\.md:\d+ "## reply ZZZZZZ": reply target ZZZZZZ is not an envelope id in INBOX\.md/,
+    );
     expect(first.stderr).toMatch(/skipped RECEIPTS\.md:\d+ .*status must be one of/);
     expect([read(bobDir, 'OUTBOX.md'), read(bobDir, 'RECEIPTS.md')]).toEqual([outbox, receipts]);
     const second = await home.run(['mirror', '--once', '--json'], { cwd: bobDir });
@@ -92,25 +127,50 @@ describe('worktree mailbox', () => {
     const carolDir = join(home.dir, 'carol');
     await home.ok(['--as', '@wt.carol', 'install', '--dir', carolDir]);
     const ids: string[] = [];
-    for (let i = 0; i < 20; i++) ids.push((await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.carol', '-t', `n${i}`])).id);
+    for (let i = 0; i < 20; i++)
+      ids.push((await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.carol', '-t', `n${i}`])).id);
     const watcher = home.spawn(['mirror', '--interval', '50'], { cwd: carolDir });
     try {
       for (let round = 0; round < 3; round++) {
-        if (round === 1) append(carolDir, 'OUTBOX.md', ids.slice(0, 5).map((id, i) => `\n## reply ${id}\n\nreply ${i}\n`).join(''));
-        const runs = await Promise.all([home.run(['mirror', '--once'], { cwd: carolDir }), home.run(['mirror', '--once'], { cwd: carolDir })]);
+        if (round === 1)
+          append(
+            carolDir,
+            'OUTBOX.md',
+            ids
+              .slice(0, 5)
+              .map((id, i) => `\n## reply ${id}\n\nreply ${i}\n`)
+              .join(''),
+          );
+        const runs = await Promise.all([
+          home.run(['mirror', '--once'], { cwd: carolDir }),
+          home.run(['mirror', '--once'], { cwd: carolDir }),
+        ]);
         for (const run of runs) expect(run.stderr).toBe('');
-        for (let i = 0; i < 3; i++) ids.push((await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.carol', '-t', `r${round}.${i}`])).id);
+        for (let i = 0; i < 3; i++)
+          ids.push(
+            (await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.carol', '-t', `r${round}.${i}`])).id,
+          );
       }
-      await Promise.all([home.ok(['mirror', '--once'], { cwd: carolDir }), home.ok(['mirror', '--once'], { cwd: carolDir })]);
+      await Promise.all([
+        home.ok(['mirror', '--once'], { cwd: carolDir }),
+        home.ok(['mirror', '--once'], { cwd: carolDir }),
+      ]);
     } finally {
       watcher.kill('SIGINT');
       await new Promise((done) => watcher.on('close', done));
     }
     const inbox = read(carolDir, 'INBOX.md');
     for (const id of ids) expect([id, count(inbox, `## ${id}\n`)]).toEqual([id, 1]);
-    const replies = (await home.json<{ headers: Array<{ from: string; in_reply_to?: string }> }>(['--as', '@wt.alice', 'inbox', '--all', '--limit', '1000'])).headers.filter(
-      (h) => h.from === '@wt.carol',
-    );
+    const replies = (
+      await home.json<{ headers: Array<{ from: string; in_reply_to?: string }> }>([
+        '--as',
+        '@wt.alice',
+        'inbox',
+        '--all',
+        '--limit',
+        '1000',
+      ])
+    ).headers.filter((h) => h.from === '@wt.carol');
     expect(replies.map((h) => h.in_reply_to).sort()).toEqual(ids.slice(0, 5).sort());
   });
 });
@@ -122,7 +182,16 @@ describe('roost hook', () => {
     await home.ok(['--as', '@wt.dan', 'install', '--dir', danDir]);
     const quiet = await home.run(['hook', '--event', 'SessionStart'], { cwd: danDir });
     expect(quiet).toEqual({ code: 0, stdout: '', stderr: '' });
-    const sent = await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.dan', '-s', 'Need a decision', '-t', 'A or B?']);
+    const sent = await home.json<{ id: string }>([
+      '--as',
+      '@wt.alice',
+      'send',
+      '@wt.dan',
+      '-s',
+      'Need a decision',
+      '-t',
+      'A or B?',
+    ]);
     const spoke = await home.run(['hook', '--event', 'PostToolUse'], { cwd: danDir });
     const output = JSON.parse(spoke.stdout);
     expect(output.hookSpecificOutput.hookEventName).toBe('PostToolUse');
@@ -133,14 +202,32 @@ describe('roost hook', () => {
     // another turn, so it says nothing (the reply went out all the same).
     append(danDir, 'OUTBOX.md', `\n## reply ${sent.id}\n\nB.\n`);
     expect(await home.run(['hook', '--event', 'Stop'], { cwd: danDir })).toEqual({ code: 0, stdout: '', stderr: '' });
-    const aliceInbox = await home.json<{ headers: Array<{ in_reply_to?: string; from: string }> }>(['--as', '@wt.alice', 'inbox']);
-    expect(aliceInbox.headers).toEqual(expect.arrayContaining([expect.objectContaining({ from: '@wt.dan', in_reply_to: sent.id })]));
+    const aliceInbox = await home.json<{ headers: Array<{ in_reply_to?: string; from: string }> }>([
+      '--as',
+      '@wt.alice',
+      'inbox',
+    ]);
+    expect(aliceInbox.headers).toEqual(
+      expect.arrayContaining([expect.objectContaining({ from: '@wt.dan', in_reply_to: sent.id })]),
+    );
     // Its own receipt likewise.
     append(danDir, 'RECEIPTS.md', `\n## ${sent.id}\nstatus: applied\n`);
     expect((await home.run(['hook', '--event', 'Stop'], { cwd: danDir })).stdout).toBe('');
-    expect((await home.json<{ recipients: Array<{ status: string }> }>(['--as', '@wt.alice', 'status', sent.id])).recipients[0].status).toBe('applied');
+    expect(
+      (await home.json<{ recipients: Array<{ status: string }> }>(['--as', '@wt.alice', 'status', sent.id]))
+        .recipients[0].status,
+    ).toBe('applied');
     // New mail from someone else does block Stop.
-    const next = await home.json<{ id: string }>(['--as', '@wt.alice', 'send', '@wt.dan', '-s', 'One more', '-t', 'C?']);
+    const next = await home.json<{ id: string }>([
+      '--as',
+      '@wt.alice',
+      'send',
+      '@wt.dan',
+      '-s',
+      'One more',
+      '-t',
+      'C?',
+    ]);
     const stop = JSON.parse((await home.run(['hook', '--event', 'Stop'], { cwd: danDir })).stdout);
     expect(stop.decision).toBe('block');
     expect(stop.reason).toContain(next.id.slice(-6));
@@ -148,7 +235,9 @@ describe('roost hook', () => {
     // A new session hears about the mail an earlier session was told about (the mirror fetched the
     // bodies, so the operator counts them read: the hook goes by what it announced since the last start).
     const start = JSON.parse((await home.run(['hook', '--event', 'SessionStart'], { cwd: danDir })).stdout);
-    expect(start.hookSpecificOutput.additionalContext).toMatch(/2 in \.roost\/mailbox\/INBOX\.md for @wt\.dan announced in an earlier session/);
+    expect(start.hookSpecificOutput.additionalContext).toMatch(
+      /2 in \.roost\/mailbox\/INBOX\.md for @wt\.dan announced in an earlier session/,
+    );
     expect(start.hookSpecificOutput.additionalContext).toContain(`${sent.id.slice(-6)} `);
     expect(start.hookSpecificOutput.additionalContext).toContain(`${next.id.slice(-6)} `);
     // PostToolUse still repeats nothing, and the session after that was told already.

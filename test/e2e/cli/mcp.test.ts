@@ -14,7 +14,19 @@ import { CLI, cliHome } from './support';
  * CLI as a child process) and `/mcp` over Streamable HTTP, on the in-process and the Redis bus.
  */
 
-const EXPECTED_TOOLS = ['agents', 'inbox', 'mark_read', 'read', 'receipt', 'reply', 'schedule', 'search', 'send', 'status', 'wait_for_mail'];
+const EXPECTED_TOOLS = [
+  'agents',
+  'inbox',
+  'mark_read',
+  'read',
+  'receipt',
+  'reply',
+  'schedule',
+  'search',
+  'send',
+  'status',
+  'wait_for_mail',
+];
 
 let op: TestOperator;
 const tokens: Record<string, string> = {};
@@ -32,7 +44,11 @@ afterAll(async () => {
 
 async function httpSession(url: string, token: string): Promise<Client> {
   const client = new Client({ name: 'test', version: '1' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${token}` } },
+    }),
+  );
   clients.push(client);
   return client;
 }
@@ -45,16 +61,23 @@ function stdioEnv(extra: Record<string, string>): Record<string, string> {
 async function stdioSession(handle: string): Promise<Client> {
   const client = new Client({ name: 'test', version: '1' });
   const env = stdioEnv({ ROOST_URL: op.url, ROOST_AGENT: handle, ROOST_TOKEN: tokens[handle] });
-  await client.connect(new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp'], env, stderr: 'pipe' }));
+  await client.connect(
+    new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp'], env, stderr: 'pipe' }),
+  );
   clients.push(client);
   return client;
 }
 
-async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult & { structuredContent: any }> {
+async function call(
+  client: Client,
+  name: string,
+  args: Record<string, unknown> = {},
+): Promise<CallToolResult & { structuredContent: any }> {
   return (await client.callTool({ name, arguments: args })) as CallToolResult & { structuredContent: any };
 }
 
-const text = (result: CallToolResult) => (result.content as Array<{ type: string; text: string }>).map((c) => c.text).join('\n');
+const text = (result: CallToolResult) =>
+  (result.content as Array<{ type: string; text: string }>).map((c) => c.text).join('\n');
 
 describe('tools/list', () => {
   it('serves the same tool list over stdio and HTTP', async () => {
@@ -97,11 +120,20 @@ describe('two sessions exchange a message, a receipt and a reply', () => {
     const replyId = replied.structuredContent.id as string;
 
     const status = await call(alice, 'status', { envelope_id: id });
-    expect(status.structuredContent.recipients).toEqual([expect.objectContaining({ handle: '@mcp.bob', read: true, status: 'accepted' })]);
-    expect(status.structuredContent.receipts).toEqual([expect.objectContaining({ from: '@mcp.bob', status: 'accepted', note: 'on it' })]);
+    expect(status.structuredContent.recipients).toEqual([
+      expect.objectContaining({ handle: '@mcp.bob', read: true, status: 'accepted' }),
+    ]);
+    expect(status.structuredContent.receipts).toEqual([
+      expect.objectContaining({ from: '@mcp.bob', status: 'accepted', note: 'on it' }),
+    ]);
 
     const aliceInbox = await call(alice, 'inbox');
-    const headers = aliceInbox.structuredContent.envelope_headers as Array<{ id: string; in_reply_to?: string; subject?: string; receipt?: unknown }>;
+    const headers = aliceInbox.structuredContent.envelope_headers as Array<{
+      id: string;
+      in_reply_to?: string;
+      subject?: string;
+      receipt?: unknown;
+    }>;
     expect(headers.find((h) => h.id === replyId)).toMatchObject({ in_reply_to: id, subject: 'Re: Deploy plan' });
     expect(headers.some((h) => h.receipt !== undefined)).toBe(true);
     expect(text(aliceInbox)).toContain('rcpt:accepted');
@@ -120,7 +152,12 @@ describe('two sessions exchange a message, a receipt and a reply', () => {
     expect(shown.structuredContent.agent.canonical_handle).toBe('@mcp.carol');
     expect(text(await call(alice, 'agents', { q: 'carol' }))).toContain('@mcp.carol');
 
-    const created = await call(alice, 'schedule', { action: 'create', to: ['@mcp.carol'], text: 'later', start_at: Date.now() + 3_600_000 });
+    const created = await call(alice, 'schedule', {
+      action: 'create',
+      to: ['@mcp.carol'],
+      text: 'later',
+      start_at: Date.now() + 3_600_000,
+    });
     expect(created.isError).toBeFalsy();
     const listed = await call(alice, 'schedule', { action: 'list' });
     expect(listed.structuredContent.schedules.map((s: { id: string }) => s.id)).toContain(created.structuredContent.id);
@@ -141,7 +178,11 @@ describe('wait_for_mail', () => {
     expect(woke.structuredContent.next_cursor).toEqual({ created_at: accepted.created_at, envelope_id: accepted.id });
     // From that cursor, a second wait returns mail already there at once.
     const again = await sender.send({ to: [to], content_parts: [{ type: 'text', text: 'y' }] });
-    const next = await call(waiter, 'wait_for_mail', { timeout_ms: 20_000, after_created_at: accepted.created_at, after_envelope_id: accepted.id });
+    const next = await call(waiter, 'wait_for_mail', {
+      timeout_ms: 20_000,
+      after_created_at: accepted.created_at,
+      after_envelope_id: accepted.id,
+    });
     expect(next.structuredContent.envelope_headers.map((h: { id: string }) => h.id)).toEqual([again.id]);
   }
 
@@ -168,7 +209,11 @@ describe('wait_for_mail', () => {
     try {
       const aliceToken = await redisOp.agent('@mcp.alice');
       const bobToken = await redisOp.agent('@mcp.bob');
-      await wakes(await httpSession(redisOp.url, bobToken), new RoostClient({ url: redisOp.url, token: aliceToken }), '@mcp.bob');
+      await wakes(
+        await httpSession(redisOp.url, bobToken),
+        new RoostClient({ url: redisOp.url, token: aliceToken }),
+        '@mcp.bob',
+      );
     } finally {
       await redisOp.close();
     }
@@ -184,14 +229,25 @@ describe('wait_for_mail', () => {
 
 describe('failures', () => {
   it('HTTP: a missing or unknown bearer is a 401 with the ASMTP body; GET is a 405', async () => {
-    const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } } };
+    const init = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } },
+    };
     const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
     for (const authorization of [undefined, 'Bearer nope-not-a-token']) {
-      const res = await fetch(`${op.url}/mcp`, { method: 'POST', headers: { ...headers, ...(authorization ? { authorization } : {}) }, body: JSON.stringify(init) });
+      const res = await fetch(`${op.url}/mcp`, {
+        method: 'POST',
+        headers: { ...headers, ...(authorization ? { authorization } : {}) },
+        body: JSON.stringify(init),
+      });
       expect(res.status).toBe(401);
       expect(((await res.json()) as { error: { code: string } }).error.code).toBe('UNAUTHORIZED');
     }
-    const get = await fetch(`${op.url}/mcp`, { headers: { authorization: `Bearer ${tokens['@mcp.bob']}`, accept: 'text/event-stream' } });
+    const get = await fetch(`${op.url}/mcp`, {
+      headers: { authorization: `Bearer ${tokens['@mcp.bob']}`, accept: 'text/event-stream' },
+    });
     expect(get.status).toBe(405);
     expect(((await get.json()) as { error: { code: string } }).error.code).toBe('METHOD_NOT_ALLOWED');
     // The SDK client sees the refusal too.
@@ -226,7 +282,10 @@ describe('failures', () => {
 
   it('bad arguments get a schema error and change nothing', async () => {
     for (const session of [await stdioSession('@mcp.alice'), await httpSession(op.url, tokens['@mcp.alice'])]) {
-      const before = await new RoostClient({ url: op.url, token: tokens['@mcp.alice'] }).mailbox({ direction: 'out', limit: 1000 });
+      const before = await new RoostClient({ url: op.url, token: tokens['@mcp.alice'] }).mailbox({
+        direction: 'out',
+        limit: 1000,
+      });
       const bad = [
         { name: 'send', arguments: { to: '@mcp.bob', text: 'not an array' } },
         { name: 'send', arguments: { to: [], text: 'nobody' } },
@@ -242,7 +301,10 @@ describe('failures', () => {
       }
       const nothing = await call(session, 'send', { to: ['@mcp.bob'] });
       expect(text(nothing)).toMatch(/^INVALID_CONTENT: nothing to send/);
-      const after = await new RoostClient({ url: op.url, token: tokens['@mcp.alice'] }).mailbox({ direction: 'out', limit: 1000 });
+      const after = await new RoostClient({ url: op.url, token: tokens['@mcp.alice'] }).mailbox({
+        direction: 'out',
+        limit: 1000,
+      });
       expect(after.envelope_headers).toEqual(before.envelope_headers);
     }
   });

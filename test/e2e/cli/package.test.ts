@@ -10,13 +10,26 @@ it('publishes @roost/client with exports and types', () => {
   const target = join(project, 'node_modules', '@roost', 'client');
   mkdirSync(target, { recursive: true });
   cpSync(join(root, 'libs', 'client', 'package.json'), join(target, 'package.json'));
-  execFileSync(process.execPath, [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(root, 'libs', 'client', 'tsconfig.json'), '--outDir', join(target, 'dist')]);
+  execFileSync(process.execPath, [
+    join(root, 'node_modules', 'typescript', 'bin', 'tsc'),
+    '-p',
+    join(root, 'libs', 'client', 'tsconfig.json'),
+    '--outDir',
+    join(target, 'dist'),
+  ]);
   const pkg = JSON.parse(readFileSync(join(target, 'package.json'), 'utf8'));
-  expect(pkg).toMatchObject({ name: '@roost/client', types: './dist/index.d.ts', exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } } });
+  expect(pkg).toMatchObject({
+    name: '@roost/client',
+    types: './dist/index.d.ts',
+    exports: { '.': { types: './dist/index.d.ts', default: './dist/index.js' } },
+  });
   expect(readFileSync(join(target, 'dist', 'index.d.ts'), 'utf8')).toContain("export * from './listener'");
   const out = execFileSync(
     process.execPath,
-    ['-e', "const c = require('@roost/client'); console.log([typeof c.RoostClient, typeof c.RoostAdminClient, typeof c.Listener, c.ulid().length].join(' '))"],
+    [
+      '-e',
+      "const c = require('@roost/client'); console.log([typeof c.RoostClient, typeof c.RoostAdminClient, typeof c.Listener, c.ulid().length].join(' '))",
+    ],
     { cwd: project, env: { PATH: process.env.PATH ?? '', NODE_PATH: join(root, 'node_modules') } },
   ).toString();
   expect(out.trim()).toBe('function function function 26');

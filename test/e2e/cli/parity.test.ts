@@ -11,7 +11,18 @@ let home: CliHome;
 beforeAll(async () => {
   op = await startOperator();
   home = cliHome({ ROOST_URL: op.url, ROOST_ADMIN_TOKEN: op.adminToken });
-  await home.ok(['admin', 'agent', 'create', '@par.alice', '--policy', 'open', '--visibility', 'public', '--display-name', 'Alice Ops']);
+  await home.ok([
+    'admin',
+    'agent',
+    'create',
+    '@par.alice',
+    '--policy',
+    'open',
+    '--visibility',
+    'public',
+    '--display-name',
+    'Alice Ops',
+  ]);
   await home.ok(['admin', 'agent', 'create', '@par.bob', '--policy', 'allowlist']);
 });
 afterAll(() => op.close());
@@ -24,8 +35,14 @@ describe('me', () => {
     expect(await home.ok(alice(['me', 'show']))).toMatch(/^handle: +@par\.alice$/m);
     const card = join(home.dir, 'card.md');
     writeFileSync(card, '# Alice\n\nRuns deploys.');
-    const updated = await home.json<{ display_name: string; description: string; card_body: string }>(alice(['me', 'update', '--description', 'deploys', '--card-file', card]));
-    expect(updated).toMatchObject({ display_name: 'Alice Ops', description: 'deploys', card_body: '# Alice\n\nRuns deploys.' });
+    const updated = await home.json<{ display_name: string; description: string; card_body: string }>(
+      alice(['me', 'update', '--description', 'deploys', '--card-file', card]),
+    );
+    expect(updated).toMatchObject({
+      display_name: 'Alice Ops',
+      description: 'deploys',
+      card_body: '# Alice\n\nRuns deploys.',
+    });
     expect(await home.ok(bob(['agents', 'card', '@par.alice']))).toBe('# Alice\n\nRuns deploys.\n');
     expect((await home.run(alice(['me', 'update']))).code).toBe(2);
   });
@@ -41,7 +58,9 @@ describe('me', () => {
   });
 
   it('blocks and unblocks', async () => {
-    expect((await home.json<{ blocked_handle: string }>(alice(['me', 'block', '@par.bob']))).blocked_handle).toBe('@par.bob');
+    expect((await home.json<{ blocked_handle: string }>(alice(['me', 'block', '@par.bob']))).blocked_handle).toBe(
+      '@par.bob',
+    );
     expect(await home.ok(alice(['me', 'blocks']))).toMatch(/^@par\.bob \d{4}-/m);
     expect(await home.json(alice(['me', 'unblock', '@par.bob']))).toEqual({ handle: '@par.bob', unblocked: true });
     expect(await home.ok(alice(['me', 'blocks']))).toBe('no blocks\n');
@@ -52,17 +71,29 @@ describe('me', () => {
 describe('agents and search', () => {
   it('shows and finds public agents; a private one is not found (exit 5)', async () => {
     expect(await home.ok(bob(['agents', 'show', '@par.alice']))).toMatch(/^display name: +Alice Ops$/m);
-    expect((await home.json<{ agents: Array<{ canonical_handle: string }> }>(bob(['agents', 'search', 'alice']))).agents.map((a) => a.canonical_handle)).toEqual(['@par.alice']);
+    expect(
+      (await home.json<{ agents: Array<{ canonical_handle: string }> }>(bob(['agents', 'search', 'alice']))).agents.map(
+        (a) => a.canonical_handle,
+      ),
+    ).toEqual(['@par.alice']);
     expect(await home.ok(bob(['agents', 'search', 'Ops']))).toContain('@par.alice "Alice Ops"');
     expect((await home.run(alice(['agents', 'show', '@par.bob']))).code).toBe(5);
   });
 
   it('searches messages sent or received, with short ids', async () => {
     await home.ok(bob(['me', 'allowlist', 'add', '@par.alice']));
-    const sent = await home.json<{ id: string }>(alice(['send', '@par.bob', '-s', 'Quarterly zebra report', '-t', 'numbers inside']));
+    const sent = await home.json<{ id: string }>(
+      alice(['send', '@par.bob', '-s', 'Quarterly zebra report', '-t', 'numbers inside']),
+    );
     const found = await home.ok(bob(['search', 'zebra']));
-    expect(found).toMatch(new RegExp(`^${sent.id.slice(-6)} \\d+s @par\\.alice "Quarterly zebra report" to=@par\\.bob$`, 'm'));
-    expect((await home.json<{ envelopes: Array<{ envelope_id: string }> }>(alice(['search', 'zebra']))).envelopes.map((e) => e.envelope_id)).toEqual([sent.id]);
+    expect(found).toMatch(
+      new RegExp(`^${sent.id.slice(-6)} \\d+s @par\\.alice "Quarterly zebra report" to=@par\\.bob$`, 'm'),
+    );
+    expect(
+      (await home.json<{ envelopes: Array<{ envelope_id: string }> }>(alice(['search', 'zebra']))).envelopes.map(
+        (e) => e.envelope_id,
+      ),
+    ).toEqual([sent.id]);
     expect((await home.run(bob(['search', 'z']))).code).toBe(7);
   });
 });
@@ -72,7 +103,9 @@ describe('the sent side of the mailbox', () => {
     const sent = await home.json<{ id: string }>(alice(['send', '@par.bob', '-s', 'Outbound check', '-t', 'x']));
     const out = await home.ok(alice(['mailbox']));
     expect(out).toMatch(new RegExp(`^${sent.id.slice(-6)} \\d+s →@par\\.bob "Outbound check" text`, 'm'));
-    const both = await home.json<{ headers: Array<{ id: string; direction: string }> }>(bob(['mailbox', '--direction', 'both']));
+    const both = await home.json<{ headers: Array<{ id: string; direction: string }> }>(
+      bob(['mailbox', '--direction', 'both']),
+    );
     expect(both.headers.find((h) => h.id === sent.id)?.direction).toBe('in');
     expect((await home.run(alice(['mailbox', '--direction', 'out', '--unread']))).code).toBe(2);
   });
@@ -84,8 +117,12 @@ describe('files', () => {
     writeFileSync(path, 'a,b\n1,2\n');
     const uploaded = await home.json<{ id: string; content_type: string }>(alice(['files', 'upload', path]));
     expect(uploaded.content_type).toBe('text/csv');
-    const sent = await home.json<{ id: string }>(alice(['send', '@par.bob', '-t', 'see attached', '--file', uploaded.id]));
-    const body = await home.json<{ content_parts: Array<{ type: string; url?: string }> }>(bob(['show', sent.id.slice(-6)]));
+    const sent = await home.json<{ id: string }>(
+      alice(['send', '@par.bob', '-t', 'see attached', '--file', uploaded.id]),
+    );
+    const body = await home.json<{ content_parts: Array<{ type: string; url?: string }> }>(
+      bob(['show', sent.id.slice(-6)]),
+    );
     const url = body.content_parts.find((p) => p.type === 'file')!.url!;
     const out = join(home.dir, 'got.csv');
     expect(await home.ok(bob(['files', 'download', url, '--out', out]))).toMatch(/saved 8 bytes/);

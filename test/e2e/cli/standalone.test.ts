@@ -16,7 +16,17 @@ import { until } from './support';
 
 const ROOT = resolve(__dirname, '../../..');
 /** The operator's own dependencies: none of them may come with the CLI. */
-const SERVER_ONLY = ['@nestjs/core', '@nestjs/common', 'pg', 'kysely', '@electric-sql/pglite', 'ioredis', 'bullmq', 'pino', 'prom-client'];
+const SERVER_ONLY = [
+  '@nestjs/core',
+  '@nestjs/common',
+  'pg',
+  'kysely',
+  '@electric-sql/pglite',
+  'ioredis',
+  'bullmq',
+  'pino',
+  'prom-client',
+];
 
 let op: TestOperator;
 let dir: string;
@@ -26,12 +36,17 @@ const tokens: Record<string, string> = {};
 
 /** npm without the variables of an enclosing `npm test` (npm_config_*, npm_package_*). */
 function npm(args: string[], cwd: string): string {
-  const clean = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith('npm_'))) as Record<string, string>;
+  const clean = Object.fromEntries(
+    Object.entries(process.env).filter(([key]) => !key.toLowerCase().startsWith('npm_')),
+  ) as Record<string, string>;
   return execFileSync('npm', args, { cwd, env: clean, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** `roost …` found on PATH (the prefix's bin), asynchronously: the operator runs in this process. */
-function roost(args: string[], options: { input?: string; cwd?: string } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function roost(
+  args: string[],
+  options: { input?: string; cwd?: string } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((done, fail) => {
     const child = spawn('roost', args, { cwd: options.cwd ?? join(dir, 'work'), env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -46,7 +61,8 @@ function roost(args: string[], options: { input?: string; cwd?: string } = {}): 
 
 async function ok(args: string[], options: { input?: string; cwd?: string } = {}): Promise<string> {
   const result = await roost(args, options);
-  if (result.code !== 0) throw new Error(`roost ${args.join(' ')} exited ${result.code}\n${result.stdout}\n${result.stderr}`);
+  if (result.code !== 0)
+    throw new Error(`roost ${args.join(' ')} exited ${result.code}\n${result.stdout}\n${result.stderr}`);
   return result.stdout;
 }
 
@@ -63,7 +79,19 @@ beforeAll(async () => {
   const tarballs = readdirSync(packs).sort();
   expect(tarballs).toEqual(['roost-cli-0.1.0.tgz', 'roost-client-0.1.0.tgz']);
   prefix = join(dir, 'prefix');
-  npm(['install', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', ...tarballs.map((t) => join(packs, t))], dir);
+  npm(
+    [
+      'install',
+      '-g',
+      '--prefix',
+      prefix,
+      '--prefer-offline',
+      '--no-audit',
+      '--no-fund',
+      ...tarballs.map((t) => join(packs, t)),
+    ],
+    dir,
+  );
   // Only the prefix's bin and node itself on PATH: no repository, no root node_modules.
   env = {
     PATH: [join(prefix, 'bin'), resolve(process.execPath, '..'), '/usr/bin', '/bin'].join(delimiter),
@@ -75,14 +103,22 @@ beforeAll(async () => {
 afterAll(() => op?.close());
 
 it('installs a roost bin with the SDK package and none of the server', async () => {
-  expect(realpathSync(join(prefix, 'bin', 'roost'))).toBe(join(prefix, 'lib', 'node_modules', '@roost', 'cli', 'dist', 'main.js'));
+  expect(realpathSync(join(prefix, 'bin', 'roost'))).toBe(
+    join(prefix, 'lib', 'node_modules', '@roost', 'cli', 'dist', 'main.js'),
+  );
   const modules = join(prefix, 'lib', 'node_modules', '@roost', 'cli', 'node_modules');
   for (const name of SERVER_ONLY) expect([name, existsSync(join(modules, name))]).toEqual([name, false]);
   expect(existsSync(join(prefix, 'lib', 'node_modules', '@roost', 'client', 'dist', 'index.js'))).toBe(true);
   // The bundles (main, hook, cli, mcp) require the SDK as a package, never the repository's sources.
   const dist = join(prefix, 'lib', 'node_modules', '@roost', 'cli', 'dist');
-  expect(readdirSync(dist).filter((name) => name.endsWith('.js')).sort()).toEqual(['cli.js', 'hook.js', 'main.js', 'mcp.js']);
-  const bundle = ['main.js', 'hook.js', 'cli.js', 'mcp.js'].map((name) => readFileSync(join(dist, name), 'utf8')).join('\n');
+  expect(
+    readdirSync(dist)
+      .filter((name) => name.endsWith('.js'))
+      .sort(),
+  ).toEqual(['cli.js', 'hook.js', 'main.js', 'mcp.js']);
+  const bundle = ['main.js', 'hook.js', 'cli.js', 'mcp.js']
+    .map((name) => readFileSync(join(dist, name), 'utf8'))
+    .join('\n');
   // Each SDK module by its subpath (`@roost/client/http`), so a command loads only what it uses.
   expect(bundle).toMatch(/require\("@roost\/client\/http"\)/);
   expect(bundle).not.toMatch(/require\("\.\.?\/[^"]*libs\/client/);
@@ -96,12 +132,22 @@ it('installs a roost bin with the SDK package and none of the server', async () 
 it('sends, lists the inbox and listens', async () => {
   await ok(['config', 'profile', 'test', '--url', op.url, '--default']);
   for (const handle of ['@pkg.alice', '@pkg.bob']) await ok(['config', 'token', handle], { input: tokens[handle] });
-  const sent = JSON.parse(await ok(['--as', '@pkg.alice', 'send', '@pkg.bob', '-t', 'from the packaged cli', '-s', 'Packaged', '--json']));
+  const sent = JSON.parse(
+    await ok(['--as', '@pkg.alice', 'send', '@pkg.bob', '-t', 'from the packaged cli', '-s', 'Packaged', '--json']),
+  );
   expect(sent.id).toMatch(/^[0-9A-HJKMNP-TV-Z]{26}$/);
-  const inbox = JSON.parse(await ok(['--as', '@pkg.bob', 'inbox', '--json'])) as { headers: Array<{ id: string; subject: string }> };
-  expect(inbox.headers).toEqual(expect.arrayContaining([expect.objectContaining({ id: sent.id, subject: 'Packaged' })]));
+  const inbox = JSON.parse(await ok(['--as', '@pkg.bob', 'inbox', '--json'])) as {
+    headers: Array<{ id: string; subject: string }>;
+  };
+  expect(inbox.headers).toEqual(
+    expect.arrayContaining([expect.objectContaining({ id: sent.id, subject: 'Packaged' })]),
+  );
 
-  const child = spawn('roost', ['--as', '@pkg.bob', 'listen', '--cursor', join(dir, 'cursor.json')], { cwd: join(dir, 'work'), env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('roost', ['--as', '@pkg.bob', 'listen', '--cursor', join(dir, 'cursor.json')], {
+    cwd: join(dir, 'work'),
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const lines: string[] = [];
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter(Boolean)));
@@ -132,7 +178,9 @@ it('serves MCP over stdio', async () => {
   try {
     expect(client.getServerVersion()?.name).toBeTruthy();
     const { tools } = await client.listTools();
-    expect(tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(['send', 'inbox', 'read', 'reply', 'wait_for_mail']));
+    expect(tools.map((tool) => tool.name)).toEqual(
+      expect.arrayContaining(['send', 'inbox', 'read', 'reply', 'wait_for_mail']),
+    );
   } finally {
     await client.close();
   }

@@ -22,7 +22,9 @@ describe('handles are checked locally, with the operator grammar', () => {
       expect(result.stderr).toContain(`recipient "${bad}" is not a handle; a handle is @<owner>.<name>`);
       expect(result.stderr).not.toMatch(/\^@\[a-z0-9/);
     }
-    expect((await home.run(['--as', '@st.alice', 'send', '@Acme.Bob', '-t', 'x'])).stderr).toMatch(/did you mean @acme\.bob\?/);
+    expect((await home.run(['--as', '@st.alice', 'send', '@Acme.Bob', '-t', 'x'])).stderr).toMatch(
+      /did you mean @acme\.bob\?/,
+    );
     const json = await home.run(['--as', '@st.alice', 'send', '@st.bob', '--cc', 'carol', '-t', 'x', '--json']);
     expect(json.code).toBe(2);
     expect(JSON.parse(json.stderr).error).toMatchObject({ code: 'INVALID_HANDLE', exit: 2 });
@@ -57,7 +59,19 @@ describe('--url', () => {
 
 describe('schedules', () => {
   it('--every below the minimum and a repeat without an end are refused locally, in CLI words', async () => {
-    const short = await home.run(['--as', '@st.alice', 'schedule', 'create', '@st.bob', '-t', 'x', '--every', '5s', '--count', '2']);
+    const short = await home.run([
+      '--as',
+      '@st.alice',
+      'schedule',
+      'create',
+      '@st.bob',
+      '-t',
+      'x',
+      '--every',
+      '5s',
+      '--count',
+      '2',
+    ]);
     expect(short.code).toBe(2);
     expect(short.stderr).toMatch(/--every 5s is shorter than the minimum interval, 1m/);
     expect(short.stderr).toContain('ROOST_SCHEDULE_MIN_INTERVAL_MS');
@@ -71,7 +85,19 @@ describe('schedules', () => {
   });
 
   it('short ids, a human show, and no next= once cancelled', async () => {
-    const created = await home.json<{ id: string }>(['--as', '@st.alice', 'schedule', 'create', '@st.bob', '-t', 'standup', '--every', '1h', '--count', '3']);
+    const created = await home.json<{ id: string }>([
+      '--as',
+      '@st.alice',
+      'schedule',
+      'create',
+      '@st.bob',
+      '-t',
+      'standup',
+      '--every',
+      '1h',
+      '--count',
+      '3',
+    ]);
     const short = created.id.slice(-6);
     const shown = await home.ok(['--as', '@st.alice', 'schedule', 'show', short]);
     expect(shown).toMatch(new RegExp(`^schedule: +${created.id} \\(${short}\\)$`, 'm'));
@@ -91,7 +117,9 @@ describe('receipts and listen', () => {
   it("a receipt's triage line names the envelope it answers", async () => {
     const sent = await home.json<{ id: string }>(['--as', '@st.alice', 'send', '@st.bob', '-t', 'deploy?']);
     await home.ok(['--as', '@st.bob', 'receipt', sent.id, 'accepted']);
-    expect(await home.ok(['--as', '@st.alice', 'inbox'])).toMatch(new RegExp(`@st\\.bob rcpt:accepted for ${sent.id.slice(-6)} `));
+    expect(await home.ok(['--as', '@st.alice', 'inbox'])).toMatch(
+      new RegExp(`@st\\.bob rcpt:accepted for ${sent.id.slice(-6)} `),
+    );
   });
 
   it('the first listen without a cursor prints unread mail only, not mail already read', async () => {

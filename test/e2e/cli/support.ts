@@ -41,7 +41,11 @@ export function cliHome(base: Record<string, string> = {}): CliHome {
     env,
     run(args, options = {}) {
       return new Promise((done, fail) => {
-        const child = spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? work, env: { ...env, ...options.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+        const child = spawn(process.execPath, [CLI, ...args], {
+          cwd: options.cwd ?? work,
+          env: { ...env, ...options.env },
+          stdio: ['pipe', 'pipe', 'pipe'],
+        });
         let stdout = '';
         let stderr = '';
         child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -53,20 +57,29 @@ export function cliHome(base: Record<string, string> = {}): CliHome {
     },
     async ok(args, options) {
       const result = await home.run(args, options);
-      if (result.code !== 0) throw new Error(`roost ${args.join(' ')} exited ${result.code}\n${result.stdout}\n${result.stderr}`);
+      if (result.code !== 0)
+        throw new Error(`roost ${args.join(' ')} exited ${result.code}\n${result.stdout}\n${result.stderr}`);
       return result.stdout;
     },
     async json(args, options) {
       return JSON.parse(await home.ok([...args, '--json'], options));
     },
     spawn(args, options = {}) {
-      return spawn(process.execPath, [CLI, ...args], { cwd: options.cwd ?? work, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      return spawn(process.execPath, [CLI, ...args], {
+        cwd: options.cwd ?? work,
+        env,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
     },
   };
   return home;
 }
 
-export async function until<T>(probe: () => T | undefined | Promise<T | undefined>, timeoutMs: number, what: string): Promise<T> {
+export async function until<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+  what: string,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();

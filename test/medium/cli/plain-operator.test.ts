@@ -20,7 +20,16 @@ interface FakeOperator {
 }
 
 function header(createdAt: number): Header {
-  return { op: 'envelope.notify', id: ulid(createdAt), from: '@fake.a', to: ['@fake.b'], type_hint: 'text', size_hint: 1, created_at: createdAt, date_ms: createdAt };
+  return {
+    op: 'envelope.notify',
+    id: ulid(createdAt),
+    from: '@fake.a',
+    to: ['@fake.b'],
+    type_hint: 'text',
+    size_hint: 1,
+    created_at: createdAt,
+    date_ms: createdAt,
+  };
 }
 
 async function fakeOperator(): Promise<FakeOperator> {
@@ -34,11 +43,14 @@ async function fakeOperator(): Promise<FakeOperator> {
     const limit = Number(url.searchParams.get('limit') ?? 100);
     const afterAt = url.searchParams.get('after_created_at');
     const afterId = url.searchParams.get('after_envelope_id') ?? '';
-    const after = (h: Header) => afterAt === null || h.created_at > Number(afterAt) || (h.created_at === Number(afterAt) && h.id > afterId);
+    const after = (h: Header) =>
+      afterAt === null || h.created_at > Number(afterAt) || (h.created_at === Number(afterAt) && h.id > afterId);
     const rows = headers.filter(after).slice(0, limit);
     const last = rows.at(-1);
     const next = rows.length === limit && last ? { created_at: last.created_at, envelope_id: last.id } : null;
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ envelope_headers: rows, next_cursor: next }));
+    res
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ envelope_headers: rows, next_cursor: next }));
   });
   const wss = new WebSocketServer({ server, path: '/connect' });
   const fake: FakeOperator = {
@@ -117,7 +129,11 @@ it('learns the operator does not resume, catches up over REST page by page, and 
   op.push(header(base + 200));
   await until(() => ids.length === 32, 5000, 'live after reconnect');
   // The cursor moves past a live frame only once that connection's catch-up has settled.
-  await until(() => listener.cursor?.envelope_id === op.headers.at(-1)!.id, 5000, 'the cursor to reach the newest header');
+  await until(
+    () => listener.cursor?.envelope_id === op.headers.at(-1)!.id,
+    5000,
+    'the cursor to reach the newest header',
+  );
   expect(ids).toHaveLength(new Set(ids).size);
   await listener.stop();
 });

@@ -2,7 +2,15 @@ import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Listener, RoostAdminClient, RoostClient, RoostError, ulid, type DeliveredFrame, type ListenerEnd } from '#client';
+import {
+  Listener,
+  RoostAdminClient,
+  RoostClient,
+  RoostError,
+  ulid,
+  type DeliveredFrame,
+  type ListenerEnd,
+} from '#client';
 import { startOperator, type TestOperator } from '../../support/operator';
 
 /** The SDK against a running embedded operator: every route, and the listener under forced disconnects. */
@@ -34,7 +42,10 @@ describe('SDK routes', () => {
     const alice = await agent('@sdk.alice');
     const bob = await agent('@sdk.bob');
     const sent = [];
-    for (let i = 0; i < 5; i++) sent.push(await alice.send({ to: ['@sdk.bob'], subject: `s${i}`, content_parts: [{ type: 'text', text: `m${i}` }] }));
+    for (let i = 0; i < 5; i++)
+      sent.push(
+        await alice.send({ to: ['@sdk.bob'], subject: `s${i}`, content_parts: [{ type: 'text', text: `m${i}` }] }),
+      );
     expect(sent[0].recipients).toEqual([{ handle: '@sdk.bob' }]);
     const paged = [];
     for await (const header of bob.headers({ limit: 2 })) paged.push(header.id);
@@ -45,7 +56,12 @@ describe('SDK routes', () => {
     expect(await bob.markRead([sent[3].id, sent[4].id])).toEqual([sent[3].id, sent[4].id]);
     expect((await bob.mailbox({ unread: true })).envelope_headers).toHaveLength(0);
     // Idempotent retry with the same id: the original 202.
-    const draft = { id: ulid(), to: ['@sdk.bob'], date_ms: 1, content_parts: [{ type: 'text' as const, text: 'once' }] };
+    const draft = {
+      id: ulid(),
+      to: ['@sdk.bob'],
+      date_ms: 1,
+      content_parts: [{ type: 'text' as const, text: 'once' }],
+    };
     const first = await alice.send(draft);
     expect(await alice.send(draft)).toEqual(first);
   });
@@ -53,13 +69,22 @@ describe('SDK routes', () => {
   it('covers receipts, status, schedules, self, allowlist, blocks, discovery, search and files', async () => {
     const carol = await agent('@sdk.carol');
     const dave = await agent('@sdk.dave');
-    const { id } = await carol.send({ to: ['@sdk.dave'], subject: 'deploy plan', content_parts: [{ type: 'text', text: 'please deploy' }] });
+    const { id } = await carol.send({
+      to: ['@sdk.dave'],
+      subject: 'deploy plan',
+      content_parts: [{ type: 'text', text: 'please deploy' }],
+    });
     const receipt = await dave.postReceipt(id, { status: 'accepted', note: 'on it' });
     expect(receipt).toMatchObject({ envelope_id: id, from: '@sdk.dave', status: 'accepted', note: 'on it' });
     expect((await carol.receipts(id)).map((r) => r.status)).toEqual(['accepted']);
-    expect((await carol.status(id)).recipients).toEqual([expect.objectContaining({ handle: '@sdk.dave', read: false, status: 'accepted' })]);
+    expect((await carol.status(id)).recipients).toEqual([
+      expect.objectContaining({ handle: '@sdk.dave', read: false, status: 'accepted' }),
+    ]);
 
-    const schedule = await carol.createSchedule({ envelope: { to: ['@sdk.dave'], content_parts: [{ type: 'text', text: 'later' }] }, start_at: Date.now() + 3_600_000 });
+    const schedule = await carol.createSchedule({
+      envelope: { to: ['@sdk.dave'], content_parts: [{ type: 'text', text: 'later' }] },
+      start_at: Date.now() + 3_600_000,
+    });
     expect(schedule.status).toBe('active');
     expect((await carol.schedules()).map((s) => s.id)).toEqual([schedule.id]);
     expect((await carol.setScheduleStatus(schedule.id, 'paused')).status).toBe('paused');
@@ -83,7 +108,10 @@ describe('SDK routes', () => {
 
     const file = await carol.uploadFile(Buffer.from('hello file'), 'note.txt', 'text/plain');
     expect(file).toMatchObject({ status: 'ready', filename: 'note.txt', size_bytes: 10 });
-    const withFile = await carol.send({ to: ['@sdk.dave'], content_parts: [{ type: 'file', file_id: file.id, name: 'note.txt' }] });
+    const withFile = await carol.send({
+      to: ['@sdk.dave'],
+      content_parts: [{ type: 'file', file_id: file.id, name: 'note.txt' }],
+    });
     const stored = await dave.message(withFile.id);
     const url = (stored.content_parts[0] as { url: string }).url;
     expect((await dave.downloadFile(url)).bytes.toString()).toBe('hello file');
@@ -97,7 +125,10 @@ describe('SDK routes', () => {
     expect((await admin.updateOrg('sdkorg', { content_guard: 'block' })).content_guard).toBe('block');
     expect((await admin.org('sdkorg')).retention_days).toBe(30);
     expect((await admin.rotateOrgToken('sdkorg')).admin_token).not.toBe(org.admin_token);
-    const scoped = new RoostAdminClient({ url: op.url, adminToken: (await admin.rotateOrgToken('sdkorg')).admin_token });
+    const scoped = new RoostAdminClient({
+      url: op.url,
+      adminToken: (await admin.rotateOrgToken('sdkorg')).admin_token,
+    });
     expect((await scoped.createAgent('@sdkorg.one')).token).toEqual(expect.any(String));
     await expect(scoped.createAgent('@other.one')).rejects.toMatchObject({ status: 404 });
     expect((await admin.agent('@sdkorg.one')).handle).toBe('@sdkorg.one');
@@ -144,18 +175,28 @@ describe('Listener', () => {
       }).start();
     // Mail waiting before the first connection: replayed (resume) or caught up (plain).
     const sent: string[] = [];
-    for (let i = 0; i < 20; i++) sent.push((await sender.send({ to: [`@sdk.listener-${suffix}`], content_parts: [{ type: 'text', text: `early ${i}` }] })).id);
+    for (let i = 0; i < 20; i++)
+      sent.push(
+        (await sender.send({ to: [`@sdk.listener-${suffix}`], content_parts: [{ type: 'text', text: `early ${i}` }] }))
+          .id,
+      );
     let listener = make();
     const total = 200;
     for (let i = 0; i < total; i++) {
-      sent.push((await sender.send({ to: [`@sdk.listener-${suffix}`], content_parts: [{ type: 'text', text: `n${i}` }] })).id);
+      sent.push(
+        (await sender.send({ to: [`@sdk.listener-${suffix}`], content_parts: [{ type: 'text', text: `n${i}` }] })).id,
+      );
       if (i % 15 === 7) listener.dropConnection();
       if (i === total / 2) {
         await listener.stop();
         listener = make();
       }
     }
-    await until(() => new Set(delivered).size >= sent.length, 30_000, `${sent.length} envelopes (have ${new Set(delivered).size})`);
+    await until(
+      () => new Set(delivered).size >= sent.length,
+      30_000,
+      `${sent.length} envelopes (have ${new Set(delivered).size})`,
+    );
     await sleep(300);
     await listener.stop();
     expect(delivered).toHaveLength(new Set(delivered).size);
@@ -198,7 +239,10 @@ describe('Listener', () => {
     const events: string[] = [];
     let listener = make();
     await sleep(200);
-    const { id } = await sender.send({ to: ['@sdk.listener-unsettled'], content_parts: [{ type: 'text', text: 'once' }] });
+    const { id } = await sender.send({
+      to: ['@sdk.listener-unsettled'],
+      content_parts: [{ type: 'text', text: 'once' }],
+    });
     await until(() => delivered.includes(id), 10_000, 'the live frame');
     expect(listener.cursor).toBeNull();
     await listener.stop();
@@ -221,7 +265,12 @@ describe('Listener', () => {
   it('stops for good when the token is revoked (4001) or refused at the handshake (401)', async () => {
     const token = (await admin.createAgent('@sdk.revoked', { policy: 'open' })).token;
     const events: string[] = [];
-    const listener = new Listener({ url: op.url, token, onFrame: () => undefined, onEvent: (e) => events.push(e.type) }).start();
+    const listener = new Listener({
+      url: op.url,
+      token,
+      onFrame: () => undefined,
+      onEvent: (e) => events.push(e.type),
+    }).start();
     await until(() => events.includes('open'), 5000, 'open');
     await admin.rotateAgentToken('@sdk.revoked');
     const end: ListenerEnd = await listener.done;
@@ -231,7 +280,13 @@ describe('Listener', () => {
   });
 
   it('gives up after maxAttempts when the operator is unreachable', async () => {
-    const listener = new Listener({ url: 'http://127.0.0.1:1', token: 'x', maxAttempts: 3, backoff: { baseMs: 5, maxMs: 10 }, onFrame: () => undefined }).start();
+    const listener = new Listener({
+      url: 'http://127.0.0.1:1',
+      token: 'x',
+      maxAttempts: 3,
+      backoff: { baseMs: 5, maxMs: 10 },
+      onFrame: () => undefined,
+    }).start();
     expect(await listener.done).toBe('gave_up');
   });
 });

@@ -31,9 +31,12 @@ const registered: { method: string; url: string }[] = [];
 beforeAll(async () => {
   operator = await startOperator({
     beforeListen: (app) => {
-      app.getHttpAdapter().getInstance().addHook('onRoute', (route) => {
-        for (const method of [route.method].flat()) registered.push({ method, url: route.url });
-      });
+      app
+        .getHttpAdapter()
+        .getInstance()
+        .addHook('onRoute', (route) => {
+          for (const method of [route.method].flat()) registered.push({ method, url: route.url });
+        });
     },
   });
   dir = mkdtempSync(join(tmpdir(), 'roost-openapi-test-'));
@@ -58,14 +61,25 @@ test('served without a token: OpenAPI 3.1, the built document, the operator vers
 test('bodies are the wire schemas the server validates with; every error is the ASMTP error body', () => {
   const sendOp = served.paths['/messages'].post;
   expect(sendOp.requestBody.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/post-message' });
-  expect(served.components.schemas['post-message'].required).toEqual(expect.arrayContaining(['id', 'to', 'date_ms', 'content_parts']));
-  expect(served.components.schemas['common.handle']).toEqual({ type: 'string', pattern: '^@[a-z0-9_-]+\\.[a-z0-9_-]+$' });
+  expect(served.components.schemas['post-message'].required).toEqual(
+    expect.arrayContaining(['id', 'to', 'date_ms', 'content_parts']),
+  );
+  expect(served.components.schemas['common.handle']).toEqual({
+    type: 'string',
+    pattern: '^@[a-z0-9_-]+\\.[a-z0-9_-]+$',
+  });
   for (const [path, item] of Object.entries(served.paths as Record<string, Record<string, any>>)) {
     for (const [method, operation] of Object.entries(item)) {
-      expect([path, method, operation.responses['4XX']]).toEqual([path, method, { $ref: '#/components/responses/ClientError' }]);
+      expect([path, method, operation.responses['4XX']]).toEqual([
+        path,
+        method,
+        { $ref: '#/components/responses/ClientError' },
+      ]);
     }
   }
-  expect(served.components.responses.ClientError.content['application/json'].schema).toEqual({ $ref: '#/components/schemas/error' });
+  expect(served.components.responses.ClientError.content['application/json'].schema).toEqual({
+    $ref: '#/components/schemas/error',
+  });
   // No $ref is left pointing outside the document (the wire schemas' file refs were rewritten).
   expect(JSON.stringify(served)).not.toMatch(/"\$ref":"(?!#\/components\/)/);
 });
@@ -94,7 +108,11 @@ const isConsoleAsset = (url: string) => url === '/console' || url.startsWith('/c
 
 test('every route Fastify registers is described, and every described route is served', () => {
   const toOpenApi = (url: string) => url.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
-  const served = new Set(registered.filter((r) => !r.url.includes('*') && !isConsoleAsset(r.url) && r.method !== 'HEAD' && r.method !== 'OPTIONS').map((r) => `${r.method} ${toOpenApi(r.url)}`));
+  const served = new Set(
+    registered
+      .filter((r) => !r.url.includes('*') && !isConsoleAsset(r.url) && r.method !== 'HEAD' && r.method !== 'OPTIONS')
+      .map((r) => `${r.method} ${toOpenApi(r.url)}`),
+  );
   expect(served.size).toBeGreaterThan(40);
   const described = openApiOperations();
   const describedKeys = new Set(described.map((o) => `${o.method} ${o.path}`));
@@ -116,10 +134,21 @@ test('a generated client (openapi-typescript + openapi-fetch) does send → list
   const result = await roundTrip(operator.url, alice, bob);
   expect(result.listed.map((header) => header.id)).toEqual([result.accepted.id]);
   expect(result.listed[0]).toMatchObject({ from: '@acme.alice', to: ['@acme.bob'], subject: 'typed' });
-  expect(result.read).toMatchObject({ id: result.accepted.id, from: '@acme.alice', content_parts: [{ type: 'text', text: 'hello from a generated client' }] });
-  expect(result.receipt).toMatchObject({ envelope_id: result.accepted.id, from: '@acme.bob', status: 'applied', note: 'done' });
+  expect(result.read).toMatchObject({
+    id: result.accepted.id,
+    from: '@acme.alice',
+    content_parts: [{ type: 'text', text: 'hello from a generated client' }],
+  });
+  expect(result.receipt).toMatchObject({
+    envelope_id: result.accepted.id,
+    from: '@acme.bob',
+    status: 'applied',
+    note: 'done',
+  });
   expect(result.receipts.map((receipt) => receipt.id)).toEqual([result.receipt.id]);
-  expect(result.status.recipients).toEqual([expect.objectContaining({ handle: '@acme.bob', read: true, status: 'applied' })]);
+  expect(result.status.recipients).toEqual([
+    expect.objectContaining({ handle: '@acme.bob', read: true, status: 'applied' }),
+  ]);
   const missing = await unknownMessage(operator.url, bob.token);
   expect(missing.status).toBe(404);
   expect(missing.error?.error.code).toBe('NOT_FOUND');

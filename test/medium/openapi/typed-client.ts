@@ -18,7 +18,11 @@ export interface RoundTrip {
  * (roost-api.d.ts) and openapi-fetch: written against the generated types only, and type-checked
  * with the rest of the tree, so a document that stops describing a route or a field breaks it.
  */
-export async function roundTrip(baseUrl: string, from: { handle: string; token: string }, to: { handle: string; token: string }): Promise<RoundTrip> {
+export async function roundTrip(
+  baseUrl: string,
+  from: { handle: string; token: string },
+  to: { handle: string; token: string },
+): Promise<RoundTrip> {
   const sender = createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${from.token}` } });
   const recipient = createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${to.token}` } });
 
@@ -36,7 +40,10 @@ export async function roundTrip(baseUrl: string, from: { handle: string; token: 
   const read = await recipient.GET('/messages/{id}', { params: { path: { id } } });
   if (!read.data) throw new Error(`read: ${read.response.status} ${JSON.stringify(read.error)}`);
 
-  const receipt = await recipient.POST('/messages/{id}/receipts', { params: { path: { id } }, body: { status: 'applied', note: 'done' } });
+  const receipt = await recipient.POST('/messages/{id}/receipts', {
+    params: { path: { id } },
+    body: { status: 'applied', note: 'done' },
+  });
   if (!receipt.data) throw new Error(`receipt: ${receipt.response.status} ${JSON.stringify(receipt.error)}`);
 
   const receipts = await sender.GET('/messages/{id}/receipts', { params: { path: { id } } });
@@ -44,11 +51,21 @@ export async function roundTrip(baseUrl: string, from: { handle: string; token: 
   const status = await sender.GET('/messages/{id}/status', { params: { path: { id } } });
   if (!status.data) throw new Error(`status: ${status.response.status} ${JSON.stringify(status.error)}`);
 
-  return { accepted: sent.data, listed: listed.data.envelope_headers, read: read.data, receipt: receipt.data, receipts: receipts.data.receipts, status: status.data };
+  return {
+    accepted: sent.data,
+    listed: listed.data.envelope_headers,
+    read: read.data,
+    receipt: receipt.data,
+    receipts: receipts.data.receipts,
+    status: status.data,
+  };
 }
 
 /** A typed error: the ASMTP error body, as the document describes 4XX answers. */
-export async function unknownMessage(baseUrl: string, token: string): Promise<{ status: number; error: Schemas['error'] | undefined }> {
+export async function unknownMessage(
+  baseUrl: string,
+  token: string,
+): Promise<{ status: number; error: Schemas['error'] | undefined }> {
   const client = createClient<paths>({ baseUrl, headers: { authorization: `Bearer ${token}` } });
   const reply = await client.GET('/messages/{id}', { params: { path: { id: ulid() } } });
   return { status: reply.response.status, error: reply.error };

@@ -77,7 +77,11 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     // It was delivered: the recipient lists it with the same created_at and can read it.
     const listed = await op.client.get('/mailbox', bob);
     expect(listed.body.envelope_headers).toHaveLength(1);
-    expect(listed.body.envelope_headers[0]).toMatchObject({ id: body.id, from: '@t16.alice', created_at: reply.body.created_at });
+    expect(listed.body.envelope_headers[0]).toMatchObject({
+      id: body.id,
+      from: '@t16.alice',
+      created_at: reply.body.created_at,
+    });
     const fetched = await op.client.get(`/messages/${body.id as string}`, bob);
     expect(fetched.status).toBe(200);
     expect(fetched.body).toMatchObject({ id: body.id, from: '@t16.alice', to: ['@t16.bob'], subject: 'hi' });
@@ -96,7 +100,9 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     const fetched = await op.client.get(`/messages/${body.id as string}`, bob);
     expect(Object.keys(fetched.body).sort()).toEqual(['content_parts', 'date_ms', 'from', 'id', 'to']);
     const noType = envelope('@t16b.bob');
-    expect((await op.client.request('POST', '/messages', { token: alice, body: JSON.stringify(noType) })).status).toBe(202);
+    expect((await op.client.request('POST', '/messages', { token: alice, body: JSON.stringify(noType) })).status).toBe(
+      202,
+    );
     expect(await inbox(bob)).toEqual([body.id, noType.id]);
   });
 
@@ -197,7 +203,15 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
       ['data missing', envelope(to, part({ type: 'data' }))],
       ['part not an object', envelope(to, part('hello'))],
       ['part null', envelope(to, part(null))],
-      ['good part then bad part', envelope(to, { content_parts: [{ type: 'text', text: 'ok' }, { type: 'text', text: '' }] })],
+      [
+        'good part then bad part',
+        envelope(to, {
+          content_parts: [
+            { type: 'text', text: 'ok' },
+            { type: 'text', text: '' },
+          ],
+        }),
+      ],
     ]);
   });
 
@@ -219,7 +233,10 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     const cases: Array<[string, Record<string, unknown>]> = [];
     for (const type of ['image', 'file']) {
       cases.push(
-        [`${type}: url and file_id`, { type, url: 'https://example.com/x', file_id: 'file_01JV3Z8W7Q4M2N6P8R0T2V4X6Y' }],
+        [
+          `${type}: url and file_id`,
+          { type, url: 'https://example.com/x', file_id: 'file_01JV3Z8W7Q4M2N6P8R0T2V4X6Y' },
+        ],
         [`${type}: neither`, { type, mime_type: 'image/png' }],
         [`${type}: data: url`, { type, url: 'data:image/png;base64,iVBORw0KGgo=' }],
         [`${type}: empty url`, { type, url: '' }],
@@ -257,7 +274,9 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     expect((await op.client.get(`/messages/${absent.id as string}`, recipient)).body).not.toHaveProperty('monitor');
     const given = envelope(to, { monitor: `mon_${'A'.repeat(64)}` });
     expect((await send(sender, given)).status).toBe(202);
-    expect((await op.client.get(`/messages/${given.id as string}`, recipient)).body.monitor).toBe(`mon_${'A'.repeat(64)}`);
+    expect((await op.client.get(`/messages/${given.id as string}`, recipient)).body.monitor).toBe(
+      `mon_${'A'.repeat(64)}`,
+    );
   });
 
   it('#26 references whose last element differs from in_reply_to returns 400 INVALID_REFERENCES', async () => {
@@ -401,7 +420,9 @@ describe('POST /messages accept path (ASMTP.md §10 #16–38)', () => {
     const sends = Array.from({ length: 40 }, (_, i) => {
       const from = i % 2 === 0 ? alice : mallory;
       const to = i % 4 < 2 ? '@t32c.bob' : '@t32c.carol';
-      return send(from, envelope(to)).then((reply) => `${from === alice ? 'alice' : 'mallory'}→${to.slice(6)}:${reply.status}`);
+      return send(from, envelope(to)).then(
+        (reply) => `${from === alice ? 'alice' : 'mallory'}→${to.slice(6)}:${reply.status}`,
+      );
     });
     const outcomes = new Set(await Promise.all(sends));
     expect([...outcomes].sort()).toEqual(['alice→bob:202', 'alice→carol:202', 'mallory→bob:404', 'mallory→carol:202']);

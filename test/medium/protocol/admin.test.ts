@@ -13,7 +13,8 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
   afterAll(async () => op?.close());
 
   const path = (handle: string) => `/_admin/agents/${encodeURIComponent(handle)}`;
-  const create = (body: Record<string, unknown>, token = op.adminToken) => op.client.post('/_admin/agents', body, token);
+  const create = (body: Record<string, unknown>, token = op.adminToken) =>
+    op.client.post('/_admin/agents', body, token);
   const show = (handle: string, token = op.adminToken) => op.client.get(path(handle), token);
 
   const expectError = (reply: Reply, status: number, code: string, what = '') => {
@@ -115,7 +116,12 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
     for (const handle of ['@Bad.x', 'a.b', '@a', '@t11.*']) {
       expectError(await op.client.get(path(handle), op.adminToken), 400, 'INVALID_HANDLE', `GET ${handle}`);
       expectError(await op.client.patch(path(handle), {}, op.adminToken), 400, 'INVALID_HANDLE', `PATCH ${handle}`);
-      expectError(await op.client.post(`${path(handle)}/rotate-token`, undefined, op.adminToken), 400, 'INVALID_HANDLE', `rotate ${handle}`);
+      expectError(
+        await op.client.post(`${path(handle)}/rotate-token`, undefined, op.adminToken),
+        400,
+        'INVALID_HANDLE',
+        `rotate ${handle}`,
+      );
       expectError(await op.client.delete(path(handle), op.adminToken), 400, 'INVALID_HANDLE', `DELETE ${handle}`);
     }
   });
@@ -166,7 +172,11 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
   });
 
   it('#13 rotate-token of an unknown agent returns 404', async () => {
-    expectError(await op.client.post(`${path('@t13.nobody')}/rotate-token`, undefined, op.adminToken), 404, 'NOT_FOUND');
+    expectError(
+      await op.client.post(`${path('@t13.nobody')}/rotate-token`, undefined, op.adminToken),
+      404,
+      'NOT_FOUND',
+    );
   });
 
   it('#14 DELETE /_admin/agents/{h} returns 204; repeating it returns 404', async () => {
@@ -201,8 +211,18 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
   it('#15 PATCH /_admin/agents/{h} with {"policy":"maybe"} returns 400 INVALID_POLICY and changes nothing', async () => {
     await create({ handle: '@t15.alice', display_name: 'Alice', description: 'before' });
     const before = await show('@t15.alice');
-    for (const body of [{ policy: 'maybe' }, { display_name: 'Changed', description: 'after', policy: 'maybe' }, { policy: 'OPEN' }, { policy: 1 }]) {
-      expectError(await op.client.patch(path('@t15.alice'), body, op.adminToken), 400, 'INVALID_POLICY', JSON.stringify(body));
+    for (const body of [
+      { policy: 'maybe' },
+      { display_name: 'Changed', description: 'after', policy: 'maybe' },
+      { policy: 'OPEN' },
+      { policy: 1 },
+    ]) {
+      expectError(
+        await op.client.patch(path('@t15.alice'), body, op.adminToken),
+        400,
+        'INVALID_POLICY',
+        JSON.stringify(body),
+      );
     }
     const after = await show('@t15.alice');
     expect(after.body).toEqual(before.body);
@@ -223,7 +243,11 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
       expectError(await op.client.patch(path('@t15.bob'), body, op.adminToken), 400, code, JSON.stringify(body));
     }
     expect((await show('@t15.bob')).body.display_name).toBe('@t15.bob');
-    expectError(await op.client.request('PATCH', path('@t15.bob'), { token: op.adminToken, body: '[1]' }), 400, 'INVALID_JSON');
+    expectError(
+      await op.client.request('PATCH', path('@t15.bob'), { token: op.adminToken, body: '[1]' }),
+      400,
+      'INVALID_JSON',
+    );
     // 404 comes before body validation.
     expectError(await op.client.patch(path('@t15.nobody'), { policy: 'maybe' }, op.adminToken), 404, 'NOT_FOUND');
     // `{}` is a no-op; `policy: null` counts as omitted.
@@ -235,7 +259,12 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
     );
     expect(applied.status).toBe(200);
     expect(applied.body).not.toHaveProperty('token');
-    expect(applied.body).toMatchObject({ policy: 'allowlist', display_name: 'Bob', description: 'd', visibility: 'public' });
+    expect(applied.body).toMatchObject({
+      policy: 'allowlist',
+      display_name: 'Bob',
+      description: 'd',
+      visibility: 'public',
+    });
     const cleared = await op.client.patch(path('@t15.bob'), { description: null, policy: 'open' }, op.adminToken);
     expect(cleared.body).toMatchObject({ policy: 'open', description: null, display_name: 'Bob' });
   });
@@ -297,9 +326,15 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
       const shown = await op.client.get(orgPath('patch1'), op.adminToken);
       expect(shown.body).toMatchObject({ retention_days: 30, content_guard: 'block', max_agents: 5 });
       // null clears a limit; {} changes nothing.
-      const cleared = await op.client.patch(orgPath('patch1'), { retention_days: null, max_agents: null }, op.adminToken);
+      const cleared = await op.client.patch(
+        orgPath('patch1'),
+        { retention_days: null, max_agents: null },
+        op.adminToken,
+      );
       expect(cleared.body).toMatchObject({ retention_days: null, content_guard: 'block', max_agents: null });
-      expect((await op.client.patch(orgPath('patch1'), {}, op.adminToken)).body).toMatchObject({ content_guard: 'block' });
+      expect((await op.client.patch(orgPath('patch1'), {}, op.adminToken)).body).toMatchObject({
+        content_guard: 'block',
+      });
       expectError(await op.client.patch(orgPath('nosuchorg'), { max_agents: 1 }, op.adminToken), 404, 'NOT_FOUND');
     });
 
@@ -323,7 +358,9 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
         expect({ body, status: reply.status }).toEqual({ body, status: 400 });
         expect(reply.body.error.code).toMatch(/^INVALID_/);
       }
-      expect((await op.client.request('PATCH', orgPath('patch2'), { token: op.adminToken, body: 'nope' })).status).toBe(400);
+      expect((await op.client.request('PATCH', orgPath('patch2'), { token: op.adminToken, body: 'nope' })).status).toBe(
+        400,
+      );
       const after = (await op.client.get(orgPath('patch2'), op.adminToken)).body;
       expect(after).toEqual(before);
     });
@@ -337,10 +374,21 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
       expect(typeof rotated.body.admin_token).toBe('string');
       expect(rotated.body.admin_token).not.toBe(old);
       expectError(await op.client.get('/_admin/agents', old), 401, 'UNAUTHORIZED', 'old org token');
-      expectError(await op.client.post('/_admin/agents', { handle: '@rot1.bot' }, old), 401, 'UNAUTHORIZED', 'old org token create');
+      expectError(
+        await op.client.post('/_admin/agents', { handle: '@rot1.bot' }, old),
+        401,
+        'UNAUTHORIZED',
+        'old org token create',
+      );
       expectError(await show('@rot1.bot'), 404, 'NOT_FOUND', 'nothing created');
-      expect((await op.client.post('/_admin/agents', { handle: '@rot1.bot' }, rotated.body.admin_token)).status).toBe(201);
-      expectError(await op.client.post(`${orgPath('nosuchorg')}/rotate-token`, undefined, op.adminToken), 404, 'NOT_FOUND');
+      expect((await op.client.post('/_admin/agents', { handle: '@rot1.bot' }, rotated.body.admin_token)).status).toBe(
+        201,
+      );
+      expectError(
+        await op.client.post(`${orgPath('nosuchorg')}/rotate-token`, undefined, op.adminToken),
+        404,
+        'NOT_FOUND',
+      );
     });
 
     it('orgs: an organization admin token manages agents @<org>.* through /_admin/agents', async () => {
@@ -375,8 +423,18 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
       await op.agent('@own22.lookalike');
       for (const handle of ['@other2.victim', '@own22.lookalike']) {
         expectError(await show(handle, orgToken), 404, 'NOT_FOUND', `GET ${handle}`);
-        expectError(await op.client.patch(path(handle), { display_name: 'Owned' }, orgToken), 404, 'NOT_FOUND', `PATCH ${handle}`);
-        expectError(await op.client.post(`${path(handle)}/rotate-token`, undefined, orgToken), 404, 'NOT_FOUND', `rotate ${handle}`);
+        expectError(
+          await op.client.patch(path(handle), { display_name: 'Owned' }, orgToken),
+          404,
+          'NOT_FOUND',
+          `PATCH ${handle}`,
+        );
+        expectError(
+          await op.client.post(`${path(handle)}/rotate-token`, undefined, orgToken),
+          404,
+          'NOT_FOUND',
+          `rotate ${handle}`,
+        );
         expectError(await op.client.delete(path(handle), orgToken), 404, 'NOT_FOUND', `DELETE ${handle}`);
       }
       // Creating outside the organization is a 404 too, even for a handle nobody holds.
@@ -441,7 +499,9 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
     it('orgs: the max_agents quota holds under concurrent creates', async () => {
       const orgToken = await createOrg('quota2', { max_agents: 3 });
       const replies = await Promise.all(
-        Array.from({ length: 10 }, (_, i) => create({ handle: `@quota2.a${i}` }, i % 2 === 0 ? orgToken : op.adminToken)),
+        Array.from({ length: 10 }, (_, i) =>
+          create({ handle: `@quota2.a${i}` }, i % 2 === 0 ? orgToken : op.adminToken),
+        ),
       );
       const statuses = replies.map((r) => r.status).sort();
       expect(statuses).toEqual([201, 201, 201, 429, 429, 429, 429, 429, 429, 429]);
@@ -451,17 +511,30 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
 
     it('orgs: agent PATCH also takes content_guard and retention_days overrides; invalid values are 400', async () => {
       await create({ handle: '@ovr1.alice' });
-      const patched = await op.client.patch(path('@ovr1.alice'), { content_guard: 'block', retention_days: 7 }, op.adminToken);
+      const patched = await op.client.patch(
+        path('@ovr1.alice'),
+        { content_guard: 'block', retention_days: 7 },
+        op.adminToken,
+      );
       expect(patched.status).toBe(200);
       expect(patched.body).toMatchObject({ content_guard: 'block', retention_days: 7 });
       expect((await show('@ovr1.alice')).body).toMatchObject({ content_guard: 'block', retention_days: 7 });
-      for (const body of [{ content_guard: 'loud' }, { retention_days: 0 }, { retention_days: 'x' }, { retention_days: 1.5 }]) {
+      for (const body of [
+        { content_guard: 'loud' },
+        { retention_days: 0 },
+        { retention_days: 'x' },
+        { retention_days: 1.5 },
+      ]) {
         const reply = await op.client.patch(path('@ovr1.alice'), body, op.adminToken);
         expect({ body, status: reply.status }).toEqual({ body, status: 400 });
       }
       expect((await show('@ovr1.alice')).body).toMatchObject({ content_guard: 'block', retention_days: 7 });
       // null clears an override (the field is then omitted, as the ASMTP AdminAgent has no such field).
-      const cleared = await op.client.patch(path('@ovr1.alice'), { content_guard: null, retention_days: null }, op.adminToken);
+      const cleared = await op.client.patch(
+        path('@ovr1.alice'),
+        { content_guard: null, retention_days: null },
+        op.adminToken,
+      );
       expect(cleared.status).toBe(200);
       expect(cleared.body).not.toHaveProperty('content_guard');
       expect(cleared.body).not.toHaveProperty('retention_days');
@@ -477,17 +550,26 @@ describe('admin provisioning and organizations (ASMTP.md §10 #9–15, EXTENSION
       expect(deleted.text).toBe('');
       expectError(await op.client.get(orgPath('gone1'), op.adminToken), 404, 'NOT_FOUND', 'org gone');
       expectError(await op.client.delete(orgPath('gone1'), op.adminToken), 404, 'NOT_FOUND', 'repeat delete');
-      expect((await op.client.get('/_admin/orgs', op.adminToken)).body.orgs.map((o: { name: string }) => o.name)).not.toContain('gone1');
+      expect(
+        (await op.client.get('/_admin/orgs', op.adminToken)).body.orgs.map((o: { name: string }) => o.name),
+      ).not.toContain('gone1');
       expectError(await show('@gone1.a'), 404, 'NOT_FOUND', 'member a gone');
       expectError(await show('@gone1.b'), 404, 'NOT_FOUND', 'member b gone');
       expectError(await op.client.get('/agents/me', member.body.token), 401, 'UNAUTHORIZED', 'member token');
       expectError(await op.client.get('/_admin/agents', orgToken), 401, 'UNAUTHORIZED', 'org token');
-      const handles = (await op.client.get('/_admin/agents', op.adminToken)).body.agents.map((a: { handle: string }) => a.handle);
+      const handles = (await op.client.get('/_admin/agents', op.adminToken)).body.agents.map(
+        (a: { handle: string }) => a.handle,
+      );
       expect(handles.filter((h: string) => h.startsWith('@gone1.'))).toEqual([]);
       // Agents of other owners stay.
       expect((await op.client.get('/agents/me', outsider)).status).toBe(200);
       // The removed agents are unknown recipients now.
-      expectError(await op.client.post('/messages', envelope('@gone1.a'), outsider), 404, 'NOT_FOUND', 'send to removed');
+      expectError(
+        await op.client.post('/messages', envelope('@gone1.a'), outsider),
+        404,
+        'NOT_FOUND',
+        'send to removed',
+      );
     });
   });
 });

@@ -16,7 +16,10 @@ describe('agents: self surface and discovery', () => {
   /** A fresh owner name no other test uses. */
   const owner = () => `agents${++owners}`;
 
-  async function agent(handle: string, fields: Record<string, unknown> = {}): Promise<{ handle: string; token: string }> {
+  async function agent(
+    handle: string,
+    fields: Record<string, unknown> = {},
+  ): Promise<{ handle: string; token: string }> {
     return { handle, token: await op.agent(handle, fields) };
   }
 
@@ -78,15 +81,27 @@ describe('agents: self surface and discovery', () => {
     expectError(await op.client.patch('/agents/me', {}, me.token), 400, 'INVALID_UPDATE');
     expectError(await op.client.request('PATCH', '/agents/me', { token: me.token, body: '' }), 400, 'INVALID_UPDATE');
     // Keys the self surface does not take are ignored, so they alone are no update.
-    expectError(await op.client.patch('/agents/me', { visibility: 'public', skills: ['x'] }, me.token), 400, 'INVALID_UPDATE');
+    expectError(
+      await op.client.patch('/agents/me', { visibility: 'public', skills: ['x'] }, me.token),
+      400,
+      'INVALID_UPDATE',
+    );
     expectError(await op.client.patch('/agents/me', { display_name: '' }, me.token), 400, 'INVALID_DISPLAY_NAME');
     expectError(await op.client.patch('/agents/me', { display_name: null }, me.token), 400, 'INVALID_DISPLAY_NAME');
     expectError(await op.client.patch('/agents/me', { display_name: 7 }, me.token), 400, 'INVALID_DISPLAY_NAME');
     expectError(await op.client.patch('/agents/me', { description: 7 }, me.token), 400, 'INVALID_DESCRIPTION');
     expectError(await op.client.patch('/agents/me', { card_body: ['#'] }, me.token), 400, 'INVALID_CARD_BODY');
     // Validation completes before any write.
-    expectError(await op.client.patch('/agents/me', { description: 'kept?', display_name: '' }, me.token), 400, 'INVALID_DISPLAY_NAME');
-    expectError(await op.client.request('PATCH', '/agents/me', { token: me.token, body: '{"display_name":' }), 400, 'INVALID_JSON');
+    expectError(
+      await op.client.patch('/agents/me', { description: 'kept?', display_name: '' }, me.token),
+      400,
+      'INVALID_DISPLAY_NAME',
+    );
+    expectError(
+      await op.client.request('PATCH', '/agents/me', { token: me.token, body: '{"display_name":' }),
+      400,
+      'INVALID_JSON',
+    );
     expect((await op.client.get('/agents/me', me.token)).body).toEqual(before);
 
     const patched = await op.client.patch(
@@ -95,7 +110,12 @@ describe('agents: self surface and discovery', () => {
       me.token,
     );
     expect(patched.status).toBe(200);
-    expect(patched.body).toMatchObject({ display_name: 'Me', description: 'about me', card_body: '# Me', visibility: 'private' });
+    expect(patched.body).toMatchObject({
+      display_name: 'Me',
+      description: 'about me',
+      card_body: '# Me',
+      visibility: 'private',
+    });
     expect(patched.body.updated_at).toBeGreaterThanOrEqual(before.updated_at);
     const cleared = await op.client.patch('/agents/me', { description: null }, me.token);
     expect(cleared.body).toMatchObject({ display_name: 'Me', description: null, card_body: '# Me' });
@@ -119,13 +139,21 @@ describe('agents: self surface and discovery', () => {
     const sorted = ['@acme-x.bot', '@acme.*', '@acme.bot', '@acme0.bot', '@acme_x.bot'];
     expect(more.body).toEqual({ entries: sorted });
     expect((await op.client.get('/agents/me/allowlist', me.token)).body).toEqual({ entries: sorted });
-    expect((await op.client.get(`/_admin/agents/${encodeURIComponent(me.handle)}`, op.adminToken)).body.allowlist).toEqual(sorted);
+    expect(
+      (await op.client.get(`/_admin/agents/${encodeURIComponent(me.handle)}`, op.adminToken)).body.allowlist,
+    ).toEqual(sorted);
   });
 
   it('#86 POST /agents/me/allowlist {entries: []} returns 400 INVALID_ENTRIES; a bad entry 400 INVALID_ALLOWLIST_ENTRY, nothing added', async () => {
     const me = await agent(`@${owner()}.me`);
     await op.client.post('/agents/me/allowlist', { entries: ['@keep.one'] }, me.token);
-    for (const body of [{ entries: [] }, {}, { entries: null }, { entries: '@acme.*' }, { entries: { a: '@acme.*' } }]) {
+    for (const body of [
+      { entries: [] },
+      {},
+      { entries: null },
+      { entries: '@acme.*' },
+      { entries: { a: '@acme.*' } },
+    ]) {
       expectError(await op.client.post('/agents/me/allowlist', body, me.token), 400, 'INVALID_ENTRIES');
     }
     for (const bad of ['@Bad.x', '@a', 'a.b', '@a.b.c', '@*.*', '@acme.x*', '', 5, null]) {
@@ -150,7 +178,9 @@ describe('agents: self surface and discovery', () => {
     expect(again.body.error.code).toBe('NOT_FOUND');
 
     // Fully encoded and raw forms name the same entry.
-    expect((await op.client.delete('/agents/me/allowlist/%40zed.%2A', me.token)).body).toEqual({ entries: ['@acme.bot'] });
+    expect((await op.client.delete('/agents/me/allowlist/%40zed.%2A', me.token)).body).toEqual({
+      entries: ['@acme.bot'],
+    });
     expect((await op.client.delete('/agents/me/allowlist/@acme.bot', me.token)).body).toEqual({ entries: [] });
     expectError(await op.client.delete('/agents/me/allowlist/%40never.listed', me.token), 404, 'NOT_FOUND');
     expectError(await op.client.delete('/agents/me/allowlist/acme.bot', me.token), 400, 'INVALID_ALLOWLIST_ENTRY');
@@ -165,7 +195,11 @@ describe('agents: self surface and discovery', () => {
 
     const blocked = await op.client.post('/agents/me/blocks', { handle: pest.handle }, me.token);
     expect(blocked.status).toBe(201);
-    expect(blocked.body).toEqual({ blocked_agent_id: expect.any(String), blocked_handle: pest.handle, created_at: expect.any(Number) });
+    expect(blocked.body).toEqual({
+      blocked_agent_id: expect.any(String),
+      blocked_handle: pest.handle,
+      created_at: expect.any(Number),
+    });
     expect(blocked.body.created_at).toBeGreaterThanOrEqual(before);
     // Re-blocking keeps the original time; the target need not exist.
     const again = await op.client.post('/agents/me/blocks', { handle: pest.handle }, me.token);
@@ -173,12 +207,19 @@ describe('agents: self surface and discovery', () => {
     expect(again.body).toEqual(blocked.body);
     expect((await op.client.post('/agents/me/blocks', { handle: `@${o}.ghost` }, me.token)).status).toBe(201);
 
-    expectError(await op.client.post('/agents/me/blocks', { handle: me.handle }, me.token), 400, 'INVALID_BLOCK_TARGET');
+    expectError(
+      await op.client.post('/agents/me/blocks', { handle: me.handle }, me.token),
+      400,
+      'INVALID_BLOCK_TARGET',
+    );
     for (const handle of [`@${o}.*`, '@Bad.x', 'x.y', undefined, 5]) {
       expectError(await op.client.post('/agents/me/blocks', { handle }, me.token), 400, 'INVALID_HANDLE');
     }
     const list = await op.client.get('/agents/me/blocks', me.token);
-    expect(list.body.blocks.map((b: { blocked_handle: string }) => b.blocked_handle).sort()).toEqual([`@${o}.ghost`, pest.handle]);
+    expect(list.body.blocks.map((b: { blocked_handle: string }) => b.blocked_handle).sort()).toEqual([
+      `@${o}.ghost`,
+      pest.handle,
+    ]);
 
     // The block refuses the pest's sends with the non-enumerating 404.
     const refused = await op.client.post('/messages', envelope(me.handle), pest.token);
@@ -196,12 +237,20 @@ describe('agents: self surface and discovery', () => {
     const unblocked = await op.client.delete(`/agents/me/blocks/${encodeURIComponent(pest.handle)}`, me.token);
     expect(unblocked.status).toBe(200);
     expect(unblocked.body).toEqual({ unblocked: true });
-    expectError(await op.client.delete(`/agents/me/blocks/${encodeURIComponent(pest.handle)}`, me.token), 404, 'NOT_FOUND');
+    expectError(
+      await op.client.delete(`/agents/me/blocks/${encodeURIComponent(pest.handle)}`, me.token),
+      404,
+      'NOT_FOUND',
+    );
     expect((await op.client.post('/messages', envelope(me.handle), pest.token)).status).toBe(202);
 
     await op.client.post('/agents/me/blocks', { handle: pest.handle }, me.token);
     expect((await op.client.delete(`/agents/me/blocks/${pest.handle}`, me.token)).body).toEqual({ unblocked: true });
-    expectError(await op.client.delete(`/agents/me/blocks/${encodeURIComponent(`@${o}.*`)}`, me.token), 400, 'INVALID_HANDLE');
+    expectError(
+      await op.client.delete(`/agents/me/blocks/${encodeURIComponent(`@${o}.*`)}`, me.token),
+      400,
+      'INVALID_HANDLE',
+    );
     expect((await op.client.get('/agents/me/blocks', me.token)).body).toEqual({ blocks: [], next_cursor: null });
   });
 

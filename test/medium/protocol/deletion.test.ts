@@ -43,7 +43,11 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     expect(reply.status).toBe(201);
     return { handle, token: reply.body.token as string };
   };
-  const send = async (from: TestAgent, to: string | string[], fields: Record<string, unknown> = {}): Promise<string> => {
+  const send = async (
+    from: TestAgent,
+    to: string | string[],
+    fields: Record<string, unknown> = {},
+  ): Promise<string> => {
     const body = envelope(to, fields);
     const reply = await op.client.post('/messages', body, from.token);
     expect(reply.status).toBe(202);
@@ -55,11 +59,16 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     return reply.body.envelope_headers;
   };
   const processor = () => op.app.get(RetentionProcessor);
-  const PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==', 'base64');
+  const PNG = Buffer.from(
+    'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+    'base64',
+  );
   const upload = async (who: TestAgent): Promise<any> => {
     const boundary = `roost-${ulid()}`;
     const body = Buffer.concat([
-      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.png"\r\nContent-Type: image/png\r\n\r\n`),
+      Buffer.from(
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.png"\r\nContent-Type: image/png\r\n\r\n`,
+      ),
       PNG,
       Buffer.from(`\r\n--${boundary}--\r\n`),
     ]);
@@ -81,7 +90,10 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     return { seqs: entries.map((row) => Number(row.seq)), last: Number(mailbox.last_seq) };
   };
   const replayIds = async (who: TestAgent): Promise<string[]> => {
-    const socket = await connect(op.url, { token: who.token, query: { after_created_at: '0', after_envelope_id: FIRST_ID } });
+    const socket = await connect(op.url, {
+      token: who.token,
+      query: { after_created_at: '0', after_envelope_id: FIRST_ID },
+    });
     try {
       await socket.until(() => socket.frames.some((frame) => frame.op === 'replay.complete'), 5_000, 'replay.complete');
       return socket.ids;
@@ -127,7 +139,12 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     // y still has every envelope, in the same order, with the same headers (from: @dela.x).
     const after = await inbox(y);
     expect(after).toEqual(before);
-    expect(after.filter((h) => h.from === x.handle).map((h) => h.id).sort()).toEqual([...fromX].sort());
+    expect(
+      after
+        .filter((h) => h.from === x.handle)
+        .map((h) => h.id)
+        .sort(),
+    ).toEqual([...fromX].sort());
     for (const id of fromX) {
       const read = await op.client.get(`/messages/${id}`, y.token);
       expect(read.status).toBe(200);
@@ -141,14 +158,23 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     // Search and receipts/status keep working for the recipient.
     const found = await op.client.get('/search/messages?q=quarterly', y.token);
     expect(found.status).toBe(200);
-    expect(found.body.envelopes.map((e: any) => [e.envelope_id, e.sender_handle]).sort()).toEqual(fromX.map((id) => [id, x.handle]).sort());
+    expect(found.body.envelopes.map((e: any) => [e.envelope_id, e.sender_handle]).sort()).toEqual(
+      fromX.map((id) => [id, x.handle]).sort(),
+    );
     const status = await op.client.get(`/messages/${fromX[0]}/status`, y.token);
     expect(status.status).toBe(200);
-    expect(status.body.recipients).toEqual([expect.objectContaining({ handle: y.handle, read: true, status: 'accepted' })]);
+    expect(status.body.recipients).toEqual([
+      expect.objectContaining({ handle: y.handle, read: true, status: 'accepted' }),
+    ]);
     const receipts = await op.client.get(`/messages/${fromX[0]}/receipts`, y.token);
     expect(receipts.body.receipts).toEqual([expect.objectContaining({ from: y.handle, status: 'accepted' })]);
     // A new receipt has nobody to go to: the sender is unknown now, like any deleted recipient.
-    expectError(await op.client.post(`/messages/${fromX[1]}/receipts`, { status: 'applied' }, y.token), 404, 'NOT_FOUND', 'receipt to deleted');
+    expectError(
+      await op.client.post(`/messages/${fromX[1]}/receipts`, { status: 'applied' }, y.token),
+      404,
+      'NOT_FOUND',
+      'receipt to deleted',
+    );
 
     // The multi-recipient envelope: y keeps it, x's entry is gone; z's status lists y alone.
     expect(after.some((h) => h.id === toBoth)).toBe(true);
@@ -159,9 +185,15 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     expect((await inbox(z)).filter((h) => h.from === x.handle)).toHaveLength(1);
     // What only x held is gone with it; x's own mailbox holds nothing.
     expect(await rows(sql`select id from envelopes where id = ${selfOnly}`)).toEqual([]);
-    expect(await rows(sql`select 1 from mailbox_entries m join agents a on a.id = m.mailbox_id where a.handle = ${x.handle}`)).toEqual([]);
+    expect(
+      await rows(
+        sql`select 1 from mailbox_entries m join agents a on a.id = m.mailbox_id where a.handle = ${x.handle}`,
+      ),
+    ).toEqual([]);
     // The database itself refuses to drop a sender whose envelopes are stored.
-    await expect(sql`delete from agents where handle = ${x.handle}`.execute(database.db)).rejects.toMatchObject({ code: '23503' });
+    await expect(sql`delete from agents where handle = ${x.handle}`.execute(database.db)).rejects.toMatchObject({
+      code: '23503',
+    });
     expect(await rows(sql`select handle from agents where handle = ${x.handle}`)).toEqual([{ handle: x.handle }]);
   });
 
@@ -176,7 +208,9 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     const pending = (await upload(x)).id as string;
     const toR = [
       await send(x, r.handle),
-      await send(x, r.handle, { content_parts: [{ type: 'file', name: 'x.png', file_id: attached, mime_type: 'image/png', size: 1 }] }),
+      await send(x, r.handle, {
+        content_parts: [{ type: 'file', name: 'x.png', file_id: attached, mime_type: 'image/png', size: 1 }],
+      }),
     ];
     const toS = await send(x, s.handle);
 
@@ -192,12 +226,16 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     expectError(await op.client.get('/agents/delc/x', r.token), 404, 'NOT_FOUND', 'discovery');
     expectError(await op.client.post('/messages', envelope(x.handle), r.token), 404, 'NOT_FOUND', 'send to deleted');
     // r can still fetch the file of an envelope it received; the pending upload is gone.
-    expect((await fetch(`${op.url}/files/${attached}`, { headers: { authorization: `Bearer ${r.token}` } })).status).toBe(200);
+    expect(
+      (await fetch(`${op.url}/files/${attached}`, { headers: { authorization: `Bearer ${r.token}` } })).status,
+    ).toBe(200);
     expect(await rows(sql`select id from files where id = ${pending}`)).toEqual([]);
 
     // A schedule that slipped in beside the deletion (created by a request authenticated just before
     // it) is failed at its first due tick instead of coming due forever.
-    const [tomb] = await rows<{ id: number }>(sql`select id from agents where handle = ${x.handle} and deleted_at is not null`);
+    const [tomb] = await rows<{ id: number }>(
+      sql`select id from agents where handle = ${x.handle} and deleted_at is not null`,
+    );
     await sql`insert into schedules (id, owner_id, status, envelope, next_run_at, created_at, updated_at)
               values ('sch_race', ${tomb.id}, 'active', ${JSON.stringify({ to: [r.handle], content_parts: [{ type: 'text', text: 'x' }] })},
                       ${Date.now() - 1}, ${Date.now()}, ${Date.now()})`.execute(database.db);
@@ -250,7 +288,8 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
 
     expect(await inbox(r)).toEqual(before);
     for (const id of toR) expect((await op.client.get(`/messages/${id}`, r.token)).body.from).toBe(p.handle);
-    for (const who of [p, q]) expectError(await op.client.get('/agents/me', who.token), 401, 'UNAUTHORIZED', who.handle);
+    for (const who of [p, q])
+      expectError(await op.client.get('/agents/me', who.token), 401, 'UNAUTHORIZED', who.handle);
     expectError(await op.client.get('/_admin/agents', fToken), 401, 'UNAUTHORIZED', 'org admin token');
     expectError(await op.client.get('/_admin/orgs/delf', op.adminToken), 404, 'NOT_FOUND', 'org');
 
@@ -290,7 +329,10 @@ describe('deletion keeps what was delivered (EXTENSIONS.md §5)', () => {
     expect((await deleting).status).toBe(204);
     expect(sent.filter((r) => r.status !== 202)).toHaveLength(4);
     expect(sent.filter((r) => ![202, 401, 404].includes(r.status))).toEqual([]);
-    const accepted = sent.filter((r) => r.status === 202).map((r) => r.id).sort();
+    const accepted = sent
+      .filter((r) => r.status === 202)
+      .map((r) => r.id)
+      .sort();
     expect((await inbox(t)).map((h) => h.id).sort()).toEqual(accepted);
     for (const id of accepted) expect((await op.client.get(`/messages/${id}`, t.token)).status).toBe(200);
     const { seqs: tSeqs, last } = await seqs(t.handle);

@@ -30,16 +30,20 @@ describe('embedded accept batching (PGlite)', () => {
     expect(replies.map((reply) => reply.status)).toEqual(tokens.map(() => 202));
 
     const after = (await op.client.get('/metrics')).text;
-    const batches = metric(after, 'roost_accept_batch_envelopes_count') - metric(before, 'roost_accept_batch_envelopes_count');
-    const envelopes = metric(after, 'roost_accept_batch_envelopes_sum') - metric(before, 'roost_accept_batch_envelopes_sum');
-    const statements = metric(after, 'roost_db_query_duration_seconds_count') - metric(before, 'roost_db_query_duration_seconds_count');
+    const batches =
+      metric(after, 'roost_accept_batch_envelopes_count') - metric(before, 'roost_accept_batch_envelopes_count');
+    const envelopes =
+      metric(after, 'roost_accept_batch_envelopes_sum') - metric(before, 'roost_accept_batch_envelopes_sum');
+    const statements =
+      metric(after, 'roost_db_query_duration_seconds_count') - metric(before, 'roost_db_query_duration_seconds_count');
     expect(envelopes).toBe(SENDERS);
     expect(batches).toBeLessThan(SENDERS);
     // One lookup and one commit per envelope would be 2 × SENDERS statements.
     expect(statements).toBeLessThan(SENDERS);
     // Each 202 follows a commit synced to disk: at least one WAL sync per batch, and no more than
     // one per statement (a sync per envelope would defeat the batching).
-    const walSyncs = metric(after, 'roost_db_syncs_total{kind="wal"}') - metric(before, 'roost_db_syncs_total{kind="wal"}');
+    const walSyncs =
+      metric(after, 'roost_db_syncs_total{kind="wal"}') - metric(before, 'roost_db_syncs_total{kind="wal"}');
     expect(walSyncs).toBeGreaterThanOrEqual(batches);
     expect(walSyncs).toBeLessThanOrEqual(statements);
 

@@ -84,7 +84,9 @@ describe('files', () => {
   it('#74 POST /files with a PNG part named file returns 201 {id: file_…, status: ready, …, expires_at > created_at}', async () => {
     const { alice } = await agents('alice');
     const before = Date.now();
-    const { body, contentType } = multipart([{ name: 'file', filename: 'x.png', contentType: 'image/png', bytes: PNG }]);
+    const { body, contentType } = multipart([
+      { name: 'file', filename: 'x.png', contentType: 'image/png', bytes: PNG },
+    ]);
     const reply = await post(alice.token, body, contentType);
     expect(reply.status).toBe(201);
     expect(reply.headers.get('content-type')).toBe('application/json; charset=utf-8');
@@ -102,7 +104,13 @@ describe('files', () => {
     expect(reply.body).not.toHaveProperty('url');
 
     // Variants the reference also takes: quoted boundary, case-insensitive type, type parameters, extra parts.
-    const quoted = multipart([{ bytes: PNG, contentType: 'IMAGE/PNG; x=1' }, { name: 'note', filename: null, contentType: null, bytes: Buffer.from('hi') }], 'q b');
+    const quoted = multipart(
+      [
+        { bytes: PNG, contentType: 'IMAGE/PNG; x=1' },
+        { name: 'note', filename: null, contentType: null, bytes: Buffer.from('hi') },
+      ],
+      'q b',
+    );
     const second = await post(alice.token, quoted.body, 'Multipart/Form-Data; boundary="q b"');
     expect(second.status).toBe(201);
     expect(second.body.content_type).toBe('image/png');
@@ -131,7 +139,12 @@ describe('files', () => {
     for (const part of cases) {
       const { body, contentType } = multipart([part]);
       const reply = await post(alice.token, body, contentType);
-      expect({ type: part.contentType, size: part.bytes.length, status: reply.status, code: reply.body?.error?.code }).toEqual({
+      expect({
+        type: part.contentType,
+        size: part.bytes.length,
+        status: reply.status,
+        code: reply.body?.error?.code,
+      }).toEqual({
         type: part.contentType,
         size: part.bytes.length,
         status: 400,
@@ -143,11 +156,18 @@ describe('files', () => {
     expectError(await post(alice.token, huge.body, huge.contentType), 400, 'INVALID_FILE');
 
     // The limits are inclusive: exactly 10 MiB, and one byte, are fine; other types are not sniffed.
-    const max = await upload(alice.token, { contentType: 'application/octet-stream', bytes: Buffer.alloc(10 * MIB, 2) });
+    const max = await upload(alice.token, {
+      contentType: 'application/octet-stream',
+      bytes: Buffer.alloc(10 * MIB, 2),
+    });
     expect(max.size_bytes).toBe(10 * MIB);
     expect((await upload(alice.token, { contentType: 'text/plain', bytes: Buffer.from('x') })).size_bytes).toBe(1);
-    expect((await upload(alice.token, { contentType: 'application/json', bytes: PNG })).content_type).toBe('application/json');
-    expect((await upload(alice.token, { contentType: 'image/gif', bytes: Buffer.from('GIF89a rest') })).status).toBe('ready');
+    expect((await upload(alice.token, { contentType: 'application/json', bytes: PNG })).content_type).toBe(
+      'application/json',
+    );
+    expect((await upload(alice.token, { contentType: 'image/gif', bytes: Buffer.from('GIF89a rest') })).status).toBe(
+      'ready',
+    );
   });
 
   it('#76 POST /files that is not multipart, or whose first part is not named file, returns 400 INVALID_REQUEST', async () => {
@@ -159,7 +179,11 @@ describe('files', () => {
       ['form-urlencoded', 'file=x', 'application/x-www-form-urlencoded'],
       ['no boundary', good.body, 'multipart/form-data'],
       ['wrong boundary', good.body, 'multipart/form-data; boundary=other'],
-      ['first part named upload', multipart([{ name: 'upload', bytes: PNG }, { bytes: PNG }], 'bnd').body, good.contentType],
+      [
+        'first part named upload',
+        multipart([{ name: 'upload', bytes: PNG }, { bytes: PNG }], 'bnd').body,
+        good.contentType,
+      ],
       ['no filename', multipart([{ filename: null, bytes: PNG }], 'bnd').body, good.contentType],
       ['no part content type', multipart([{ contentType: null, bytes: PNG }], 'bnd').body, good.contentType],
       ['no closing boundary', good.body.subarray(0, good.body.length - 9), good.contentType],
@@ -167,10 +191,18 @@ describe('files', () => {
     ];
     for (const [label, body, contentType] of requests) {
       const reply = await post(alice.token, body, contentType);
-      expect({ label, status: reply.status, code: reply.body?.error?.code }).toEqual({ label, status: 400, code: 'INVALID_REQUEST' });
+      expect({ label, status: reply.status, code: reply.body?.error?.code }).toEqual({
+        label,
+        status: 400,
+        code: 'INVALID_REQUEST',
+      });
     }
     // Authentication comes first.
-    expectError(await op.client.request('POST', '/files', { body: good.body, headers: { 'content-type': good.contentType } }), 401, 'UNAUTHORIZED');
+    expectError(
+      await op.client.request('POST', '/files', { body: good.body, headers: { 'content-type': good.contentType } }),
+      401,
+      'UNAUTHORIZED',
+    );
   });
 
   it('#77 a pending file is downloadable by its uploader and 404 to anyone else', async () => {
@@ -193,7 +225,11 @@ describe('files', () => {
   it('#78 an envelope with {type: image, file_id} is accepted and its stored part has url and no file_id', async () => {
     const { alice, bob } = await agents('alice', 'bob');
     const image = await upload(alice.token);
-    const doc = await upload(alice.token, { filename: 'notes.txt', contentType: 'text/plain', bytes: Buffer.from('notes') });
+    const doc = await upload(alice.token, {
+      filename: 'notes.txt',
+      contentType: 'text/plain',
+      bytes: Buffer.from('notes'),
+    });
     const body = envelope(bob.handle, {
       content_parts: [
         { type: 'image', file_id: image.id, mime_type: 'image/png' },
@@ -209,7 +245,13 @@ describe('files', () => {
     const [imagePart, filePart, textPart] = stored.body.content_parts;
     expect(imagePart).toEqual({ type: 'image', mime_type: 'image/png', url: `${op.url}/files/${image.id}` });
     expect(Object.keys(imagePart)).toEqual(['type', 'mime_type', 'url']);
-    expect(filePart).toEqual({ type: 'file', name: 'notes.txt', mime_type: 'text/plain', size: 5, url: `${op.url}/files/${doc.id}` });
+    expect(filePart).toEqual({
+      type: 'file',
+      name: 'notes.txt',
+      mime_type: 'text/plain',
+      size: 5,
+      url: `${op.url}/files/${doc.id}`,
+    });
     expect(Object.keys(filePart)).toEqual(['type', 'name', 'mime_type', 'size', 'url']);
     expect(textPart).toEqual({ type: 'text', text: 'two files' });
     expect(stored.text).not.toContain('file_id');

@@ -22,7 +22,10 @@ let database: Database;
 const sockets: Listener[] = [];
 
 beforeAll(async () => {
-  op = await startOperator({ redis: testBackend() === 'postgres', env: { ROOST_GUARD_LARGE_BYTES: String(LARGE_BYTES) } });
+  op = await startOperator({
+    redis: testBackend() === 'postgres',
+    env: { ROOST_GUARD_LARGE_BYTES: String(LARGE_BYTES) },
+  });
   database = op.app.get<Database>(DATABASE);
 });
 afterEach(() => {
@@ -34,7 +37,8 @@ afterAll(async () => op?.close());
 
 const UPPER_DIGITS = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
 const ALNUM = `ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789`;
-const random = (length: number, alphabet = ALNUM) => Array.from({ length }, () => alphabet[randomInt(alphabet.length)]).join('');
+const random = (length: number, alphabet = ALNUM) =>
+  Array.from({ length }, () => alphabet[randomInt(alphabet.length)]).join('');
 const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
 /** A fresh value from `make` that the secret detector recognises on its own. */
@@ -57,16 +61,23 @@ function plantSecrets(): Planted {
   return {
     aws: detected(() => `AKIA${random(16, UPPER_DIGITS)}`),
     github: detected(() => `ghp_${random(36)}`),
-    jwt: detected(() => `${b64url({ alg: 'HS256', typ: 'JWT' })}.${b64url({ sub: random(12), iat: Date.now() })}.${random(43, `${ALNUM}-_`)}`),
+    jwt: detected(
+      () =>
+        `${b64url({ alg: 'HS256', typ: 'JWT' })}.${b64url({ sub: random(12), iat: Date.now() })}.${random(43, `${ALNUM}-_`)}`,
+    ),
     pem: detected(
-      () => `-----BEGIN RSA PRIVATE KEY-----\n${Array.from({ length: 4 }, () => random(64, `${ALNUM}+/`)).join('\n')}\n-----END RSA PRIVATE KEY-----`,
+      () =>
+        `-----BEGIN RSA PRIVATE KEY-----\n${Array.from({ length: 4 }, () => random(64, `${ALNUM}+/`)).join('\n')}\n-----END RSA PRIVATE KEY-----`,
     ),
   };
 }
 
 /** Content parts carrying every planted secret, in a text part and in a nested data part. */
 const secretParts = (s: Planted) => [
-  { type: 'text', text: `Creds for the deploy box:\nGITHUB_TOKEN=${s.github}\nAuthorization: Bearer ${s.jwt}\n${s.pem}\n` },
+  {
+    type: 'text',
+    text: `Creds for the deploy box:\nGITHUB_TOKEN=${s.github}\nAuthorization: Bearer ${s.jwt}\n${s.pem}\n`,
+  },
   { type: 'data', data: { deploy: { aws_access_key_id: s.aws, steps: ['build', 'ship'] } } },
 ];
 
@@ -109,7 +120,11 @@ async function orgGuard(name: string, policy: 'off' | 'warn' | 'block'): Promise
 }
 
 async function agentGuard(who: Agent, policy: 'off' | 'warn' | 'block' | null): Promise<void> {
-  const reply = await op.client.patch(`/_admin/agents/${encodeURIComponent(who.handle)}`, { content_guard: policy }, op.adminToken);
+  const reply = await op.client.patch(
+    `/_admin/agents/${encodeURIComponent(who.handle)}`,
+    { content_guard: policy },
+    op.adminToken,
+  );
   expect(reply.status).toBe(200);
   // The admin view omits an unset override.
   expect(reply.body.content_guard ?? null).toBe(policy);
@@ -137,7 +152,10 @@ async function rowOf(who: Agent, id: string, direction = 'in'): Promise<any> {
 
 /** What the guard finds in a POST body, computed by the pure detectors (the 202/422 must report exactly this). */
 const expectedFindings = (body: Record<string, unknown>) =>
-  scanContent({ subject: body.subject as string | undefined, parts: body.content_parts as any[] }, { largeBytes: LARGE_BYTES });
+  scanContent(
+    { subject: body.subject as string | undefined, parts: body.content_parts as any[] },
+    { largeBytes: LARGE_BYTES },
+  );
 
 interface Rows {
   envelopes: number;
@@ -160,11 +178,18 @@ async function rows(): Promise<Rows> {
 /** `envelopes.guard_override` of one envelope (null when none was recorded). */
 async function guardOverride(id: string): Promise<string[] | null> {
   const [row] = await database.withSession((session) =>
-    session.query<{ guard_override: string[] | string | null }>('select guard_override from envelopes where id = $1', [id]),
+    session.query<{ guard_override: string[] | string | null }>('select guard_override from envelopes where id = $1', [
+      id,
+    ]),
   );
   const value = row.guard_override;
   // Either driver may hand back a text[] as its literal.
-  return typeof value === 'string' ? value.replace(/^\{|\}$/g, '').split(',').filter(Boolean) : value;
+  return typeof value === 'string'
+    ? value
+        .replace(/^\{|\}$/g, '')
+        .split(',')
+        .filter(Boolean)
+    : value;
 }
 
 async function metricsText(): Promise<string> {
@@ -201,7 +226,10 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
         { type: 'text', text: `${PRODUCTION}\n${CREDENTIAL_REQUEST}` },
       ],
     });
-    const warned = { destructive: await findings('destructive', 'warned'), production: await findings('production', 'warned') };
+    const warned = {
+      destructive: await findings('destructive', 'warned'),
+      production: await findings('production', 'warned'),
+    };
     const reply = await send(alice, body);
     expect(reply.status).toBe(202);
     expect(Object.keys(reply.body)).toEqual(['id', 'received_ms', 'created_at', 'recipients', 'warnings']);
@@ -222,17 +250,45 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     const { frame, raw } = await frameOf(socket, body.id as string);
     expect(frame.flags).toEqual(flags);
     // flags is the only addition to the ASMTP header.
-    expect(Object.keys(frame)).toEqual(['op', 'id', 'from', 'to', 'subject', 'type_hint', 'size_hint', 'created_at', 'date_ms', 'flags']);
+    expect(Object.keys(frame)).toEqual([
+      'op',
+      'id',
+      'from',
+      'to',
+      'subject',
+      'type_hint',
+      'size_hint',
+      'created_at',
+      'date_ms',
+      'flags',
+    ]);
     // The listing carries the same header in the reference operator's listing key order
     // (ASMTP.md §3.5), with flags after the ASMTP keys.
     const row = await rowOf(bob, body.id as string);
-    expect(Object.keys(row)).toEqual(['op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'subject', 'size_hint', 'flags']);
+    expect(Object.keys(row)).toEqual([
+      'op',
+      'id',
+      'from',
+      'to',
+      'type_hint',
+      'created_at',
+      'date_ms',
+      'subject',
+      'size_hint',
+      'flags',
+    ]);
     expect(row).toEqual(JSON.parse(raw));
     expect((await rowOf(alice, body.id as string, 'out')).flags).toEqual(flags);
     expect(await findings('destructive', 'warned')).toBe(warned.destructive + 1);
     expect(await findings('production', 'warned')).toBe(warned.production + 1);
 
-    const clean = envelope(bob.handle, { subject: 'lunch', content_parts: [{ type: 'text', text: CLEAN }, { type: 'data', data: { when: 'noon' } }] });
+    const clean = envelope(bob.handle, {
+      subject: 'lunch',
+      content_parts: [
+        { type: 'text', text: CLEAN },
+        { type: 'data', data: { when: 'noon' } },
+      ],
+    });
     const cleanReply = await send(alice, clean);
     expect(cleanReply.status).toBe(202);
     expect(cleanReply.body).not.toHaveProperty('warnings');
@@ -250,9 +306,17 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     const bob = await agent('@gb.bob');
     await orgGuard('gb', 'block');
     const socket = await listen(bob);
-    const body = envelope(bob.handle, { content_parts: [{ type: 'text', text: DESTRUCTIVE }, { type: 'text', text: PRODUCTION }] });
+    const body = envelope(bob.handle, {
+      content_parts: [
+        { type: 'text', text: DESTRUCTIVE },
+        { type: 'text', text: PRODUCTION },
+      ],
+    });
     const before = await rows();
-    const blocked = { destructive: await findings('destructive', 'blocked'), production: await findings('production', 'blocked') };
+    const blocked = {
+      destructive: await findings('destructive', 'blocked'),
+      production: await findings('production', 'blocked'),
+    };
 
     const reply = await send(alice, body);
     expectError(reply, 422, 'CONTENT_BLOCKED');
@@ -271,8 +335,12 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     await frameOf(socket, clean.id as string);
     await sleep(100);
     expect(socket.ids).toEqual([clean.id]);
-    expect((await op.client.get('/mailbox', bob.token)).body.envelope_headers.map((h: any) => h.id)).toEqual([clean.id]);
-    expect((await op.client.get('/mailbox?direction=out', alice.token)).body.envelope_headers.map((h: any) => h.id)).toEqual([clean.id]);
+    expect((await op.client.get('/mailbox', bob.token)).body.envelope_headers.map((h: any) => h.id)).toEqual([
+      clean.id,
+    ]);
+    expect(
+      (await op.client.get('/mailbox?direction=out', alice.token)).body.envelope_headers.map((h: any) => h.id),
+    ).toEqual([clean.id]);
 
     // The blocked id was never taken: the same id with clean content is a first send, not a retry.
     const reuse = await send(alice, { ...body, content_parts: [{ type: 'text', text: CLEAN }] });
@@ -297,7 +365,10 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
       expect(await rows()).toEqual(before);
     }
 
-    const overridden = { destructive: await findings('destructive', 'overridden'), production: await findings('production', 'overridden') };
+    const overridden = {
+      destructive: await findings('destructive', 'overridden'),
+      production: await findings('production', 'overridden'),
+    };
     const body = envelope(bob.handle, { content_parts: parts, allow_warnings: ['production', 'destructive'] });
     const reply = await send(alice, body);
     expect(reply.status).toBe(202);
@@ -328,8 +399,18 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     expect(warnedReply.body.warnings.map((w: any) => w.code)).toEqual(codes);
     expect(await guardOverride(warned.id as string)).toBeNull();
 
-    expectError(await send(alice, envelope(bob.handle, { allow_warnings: ['everything'] })), 400, 'INVALID_REQUEST', 'an unknown code');
-    expectError(await send(alice, envelope(bob.handle, { allow_warnings: 'secret' })), 400, 'INVALID_REQUEST', 'not an array');
+    expectError(
+      await send(alice, envelope(bob.handle, { allow_warnings: ['everything'] })),
+      400,
+      'INVALID_REQUEST',
+      'an unknown code',
+    );
+    expectError(
+      await send(alice, envelope(bob.handle, { allow_warnings: 'secret' })),
+      400,
+      'INVALID_REQUEST',
+      'not an array',
+    );
   });
 
   it('the agent override beats the organization policy, both ways; the sender’s policy applies, not the recipient’s', async () => {
@@ -353,16 +434,31 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     expect(await rowOf(plain, off.id as string)).not.toHaveProperty('flags');
 
     // block on the agent, off on its org: blocked.
-    expectError(await send(strict, envelope(plain.handle, { content_parts: parts })), 422, 'CONTENT_BLOCKED', 'agent block, org off');
+    expectError(
+      await send(strict, envelope(plain.handle, { content_parts: parts })),
+      422,
+      'CONTENT_BLOCKED',
+      'agent block, org off',
+    );
     // warn on the agent, block on its org: warned.
     const warnReply = await send(warner, envelope(plain.handle, { content_parts: parts }));
     expect(warnReply.status).toBe(202);
     expect(warnReply.body.warnings.map((w: any) => w.code)).toEqual(['destructive']);
     // No override: the org's block applies.
-    expectError(await send(blocker, envelope(plain.handle, { content_parts: parts })), 422, 'CONTENT_BLOCKED', 'org block');
+    expectError(
+      await send(blocker, envelope(plain.handle, { content_parts: parts })),
+      422,
+      'CONTENT_BLOCKED',
+      'org block',
+    );
     // Clearing the override hands the decision back to the org.
     await agentGuard(relaxed, null);
-    expectError(await send(relaxed, envelope(plain.handle, { content_parts: parts })), 422, 'CONTENT_BLOCKED', 'override cleared');
+    expectError(
+      await send(relaxed, envelope(plain.handle, { content_parts: parts })),
+      422,
+      'CONTENT_BLOCKED',
+      'override cleared',
+    );
 
     // A block-mode recipient does not block a sender whose own policy is off.
     const toBlocker = await send(plain, envelope(blocker.handle, { content_parts: parts }));
@@ -376,7 +472,13 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     const bob = await agent('@gf.bob');
     const socket = await listen(bob);
     const before = await metricsText();
-    const body = envelope(bob.handle, { subject: 'rm -rf /', content_parts: [{ type: 'text', text: `${DESTRUCTIVE}\n${PRODUCTION}\n${CREDENTIAL_REQUEST}` }, { type: 'text', text: 'x'.repeat(LARGE_BYTES) }] });
+    const body = envelope(bob.handle, {
+      subject: 'rm -rf /',
+      content_parts: [
+        { type: 'text', text: `${DESTRUCTIVE}\n${PRODUCTION}\n${CREDENTIAL_REQUEST}` },
+        { type: 'text', text: 'x'.repeat(LARGE_BYTES) },
+      ],
+    });
     expect(expectedFindings(body).length).toBeGreaterThan(0);
     const reply = await send(alice, body);
     expect(reply.status).toBe(202);
@@ -384,7 +486,8 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     expect((await frameOf(socket, body.id as string)).frame).not.toHaveProperty('flags');
     expect(await rowOf(bob, body.id as string)).not.toHaveProperty('flags');
     expect(await guardOverride(body.id as string)).toBeNull();
-    const guardLines = (text: string) => text.split('\n').filter((line) => line.startsWith('roost_guard_findings_total'));
+    const guardLines = (text: string) =>
+      text.split('\n').filter((line) => line.startsWith('roost_guard_findings_total'));
     expect(guardLines(await metricsText())).toEqual(guardLines(before));
   });
 
@@ -399,10 +502,21 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     expect(atLimitReply.status).toBe(202);
     expect(atLimitReply.body).not.toHaveProperty('warnings');
 
-    const over = envelope(bob.handle, { content_parts: [{ type: 'text', text: 'small' }, { type: 'data', data: { blob: 'é'.repeat(LARGE_BYTES / 2) } }] });
+    const over = envelope(bob.handle, {
+      content_parts: [
+        { type: 'text', text: 'small' },
+        { type: 'data', data: { blob: 'é'.repeat(LARGE_BYTES / 2) } },
+      ],
+    });
     const reply = await send(alice, over);
     expect(reply.status).toBe(202);
-    expect(reply.body.warnings).toEqual([{ code: 'large', part: 1, detail: expect.stringMatching(new RegExp(`^content is \\d+ bytes, above the ${LARGE_BYTES}-byte limit$`)) }]);
+    expect(reply.body.warnings).toEqual([
+      {
+        code: 'large',
+        part: 1,
+        detail: expect.stringMatching(new RegExp(`^content is \\d+ bytes, above the ${LARGE_BYTES}-byte limit$`)),
+      },
+    ]);
     expect(reply.body.warnings).toEqual(expectedFindings(over));
     expect((await frameOf(socket, over.id as string)).frame.flags).toEqual(['large']);
 
@@ -441,15 +555,29 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     const content_parts = [
       ...secretParts(secrets),
       { type: 'text', text: `  ${DESTRUCTIVE}\r\n\t${PRODUCTION}  \u200b🦜 ‮rtl‬ <b>&amp;</b> \\ "quoted" ` },
-      { type: 'data', schema: 'x/y', data: { z: 1, a: [true, null, 2.5, 'rm -rf /'], nested: { password: 'Zx9!qv-R7#tLm2' } }, extra: 'kept' },
+      {
+        type: 'data',
+        schema: 'x/y',
+        data: { z: 1, a: [true, null, 2.5, 'rm -rf /'], nested: { password: 'Zx9!qv-R7#tLm2' } },
+        extra: 'kept',
+      },
     ];
     const expectedBody = (body: Record<string, unknown>) =>
-      JSON.stringify({ id: body.id, from: alice.handle, to: body.to, date_ms: body.date_ms, content_parts, subject: body.subject });
+      JSON.stringify({
+        id: body.id,
+        from: alice.handle,
+        to: body.to,
+        date_ms: body.date_ms,
+        content_parts,
+        subject: body.subject,
+      });
 
     const warned = envelope(bob.handle, { subject: '  Drop the prod DB?  ', content_parts });
     const warnedReply = await send(alice, warned);
     expect(warnedReply.status).toBe(202);
-    expect(warnedReply.body.warnings.map((w: any) => w.code)).toEqual(expect.arrayContaining(['secret', 'destructive']));
+    expect(warnedReply.body.warnings.map((w: any) => w.code)).toEqual(
+      expect.arrayContaining(['secret', 'destructive']),
+    );
     for (const reader of [bob, alice]) {
       const fetched = await op.client.get(`/messages/${warned.id}`, reader.token);
       expect(fetched.status).toBe(200);
@@ -483,31 +611,59 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     };
 
     // Every planted secret is found on its own, and the envelope is flagged `secret` for both parts.
-    const warned = envelope(bob.handle, { subject: 'creds', content_parts: secretParts(secrets), monitor: 'mon_guard' });
+    const warned = envelope(bob.handle, {
+      subject: 'creds',
+      content_parts: secretParts(secrets),
+      monitor: 'mon_guard',
+    });
     const warnedReply = record('202 (warn)', await send(alice, warned));
     expect(warnedReply.status).toBe(202);
     expect(warnedReply.body.warnings.filter((w: any) => w.code === 'secret').map((w: any) => w.part)).toEqual([0, 1]);
 
     // The same secrets in block mode, from an agent override and from the org policy.
-    const blocked = record('422 (agent block)', await send(carol, envelope(bob.handle, { content_parts: secretParts(secrets) })));
+    const blocked = record(
+      '422 (agent block)',
+      await send(carol, envelope(bob.handle, { content_parts: secretParts(secrets) })),
+    );
     expectError(blocked, 422, 'CONTENT_BLOCKED');
     expect(blocked.body.error.warnings.map((w: any) => w.code)).toContain('secret');
     await orgGuard('gk', 'block');
-    expectError(record('422 (org block)', await send(alice, envelope(bob.handle, { content_parts: secretParts(secrets) }))), 422, 'CONTENT_BLOCKED');
+    expectError(
+      record('422 (org block)', await send(alice, envelope(bob.handle, { content_parts: secretParts(secrets) }))),
+      422,
+      'CONTENT_BLOCKED',
+    );
     // Each secret alone, in a text part, in a data part and in the subject.
     for (const [name, secret] of Object.entries(secrets)) {
       const parts: Array<[string, Record<string, unknown>]> = [
         ['text', { content_parts: [{ type: 'text', text: `here: ${secret}` }] }],
-        ['data', { content_parts: [{ type: 'text', text: 'see data' }, { type: 'data', data: { value: secret } }] }],
+        [
+          'data',
+          {
+            content_parts: [
+              { type: 'text', text: 'see data' },
+              { type: 'data', data: { value: secret } },
+            ],
+          },
+        ],
         ['subject', { subject: `key: ${secret}`, content_parts: [{ type: 'text', text: 'see subject' }] }],
       ];
       for (const [where, fields] of parts) {
         const alone = record(`422 (${name} in ${where})`, await send(alice, envelope(bob.handle, fields)));
         expectError(alone, 422, 'CONTENT_BLOCKED', `${name} in ${where}`);
-        expect(alone.body.error.warnings).toEqual([{ code: 'secret', part: where === 'text' ? 0 : where === 'data' ? 1 : 'subject', detail: expect.any(String) }]);
+        expect(alone.body.error.warnings).toEqual([
+          { code: 'secret', part: where === 'text' ? 0 : where === 'data' ? 1 : 'subject', detail: expect.any(String) },
+        ]);
       }
     }
-    const scheduled = record('422 (schedule)', await op.client.post('/schedules', { envelope: { to: [bob.handle], content_parts: secretParts(secrets) }, start_at: Date.now() + 3_600_000 }, alice.token));
+    const scheduled = record(
+      '422 (schedule)',
+      await op.client.post(
+        '/schedules',
+        { envelope: { to: [bob.handle], content_parts: secretParts(secrets) }, start_at: Date.now() + 3_600_000 },
+        alice.token,
+      ),
+    );
     expectError(scheduled, 422, 'CONTENT_BLOCKED', 'schedule');
     // Overridden, then a 202 retry.
     const overridden = envelope(bob.handle, { content_parts: secretParts(secrets), allow_warnings: ['secret'] });
@@ -519,7 +675,10 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     await frameOf(bobSocket, warned.id as string);
     await frameOf(bobSocket, overridden.id as string);
     await aliceSocket.until(() => aliceSocket.frames.some((f) => f.op === 'monitor.fact'), 5_000, 'the monitor fact');
-    for (const [who, token] of [['bob', bob.token], ['alice', alice.token]] as const) {
+    for (const [who, token] of [
+      ['bob', bob.token],
+      ['alice', alice.token],
+    ] as const) {
       for (const query of ['', '?direction=out', '?direction=both', '?order=desc&limit=1']) {
         record(`GET /mailbox${query} (${who})`, await op.client.get(`/mailbox${query}`, token));
       }
@@ -527,7 +686,14 @@ describe('content guard policy (EXTENSIONS.md §4)', () => {
     }
     record('GET status', await op.client.get(`/messages/${warned.id}/status`, alice.token));
     record('GET receipts', await op.client.get(`/messages/${warned.id}/receipts`, alice.token));
-    record('receipt 201', await op.client.post(`/messages/${warned.id}/receipts`, { status: 'blocked', note: 'you sent secrets' }, bob.token));
+    record(
+      'receipt 201',
+      await op.client.post(
+        `/messages/${warned.id}/receipts`,
+        { status: 'blocked', note: 'you sent secrets' },
+        bob.token,
+      ),
+    );
     texts.push(['metrics', await metricsText()]);
     for (const socket of [bobSocket, aliceSocket]) for (const raw of socket.raw) texts.push(['frame', raw]);
 

@@ -26,8 +26,7 @@ const MIN_ID = `01${'0'.repeat(24)}`;
 const MAX_ID = `01${'Z'.repeat(24)}`;
 
 /** `(created_at, id)` tuple order, id compared by code units (byte order for ASCII ids). */
-const byKey = (a: Header, b: Header): number =>
-  a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+const byKey = (a: Header, b: Header): number => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
 /**
  * ASMTP.md §10 items 45–55: `GET /mailbox` feeds, header shape, ordering, keyset paging and query
@@ -82,11 +81,13 @@ describe('GET /mailbox', () => {
     const { alice, bob } = await agents('alice', 'bob');
     const sent = await Promise.all(Array.from({ length: 101 }, () => send(alice.token, bob.handle)));
     await send(bob.token, alice.handle); // bob's own send is not on his default (in) feed
-    const expected = sent.map((s) => s.id).sort((a, b) => {
-      const x = sent.find((s) => s.id === a)!.created_at;
-      const y = sent.find((s) => s.id === b)!.created_at;
-      return x - y || (a < b ? -1 : 1);
-    });
+    const expected = sent
+      .map((s) => s.id)
+      .sort((a, b) => {
+        const x = sent.find((s) => s.id === a)!.created_at;
+        const y = sent.find((s) => s.id === b)!.created_at;
+        return x - y || (a < b ? -1 : 1);
+      });
 
     const plain = await op.client.get('/mailbox', bob.token);
     expect(plain.status).toBe(200);
@@ -129,7 +130,17 @@ describe('GET /mailbox', () => {
       date_ms: 1_747_000_000_000,
     });
     expect(Object.keys(second)).toEqual([
-      'op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'cc', 'subject', 'in_reply_to', 'size_hint',
+      'op',
+      'id',
+      'from',
+      'to',
+      'type_hint',
+      'created_at',
+      'date_ms',
+      'cc',
+      'subject',
+      'in_reply_to',
+      'size_hint',
     ]);
     expect(second).toMatchObject({
       to: [bob.handle, bob.handle],
@@ -139,7 +150,15 @@ describe('GET /mailbox', () => {
       created_at: full.created_at,
     });
     const raw = (await op.client.get('/mailbox', bob.token)).text;
-    for (const absent of ['"direction"', '"unread"', '"references"', '"monitor"', '"content_parts"', '"received_ms"', 'body text']) {
+    for (const absent of [
+      '"direction"',
+      '"unread"',
+      '"references"',
+      '"monitor"',
+      '"content_parts"',
+      '"received_ms"',
+      'body text',
+    ]) {
       expect(raw).not.toContain(absent);
     }
     // Every recipient copy carries the envelope's one created_at, equal to the 202's.
@@ -150,12 +169,36 @@ describe('GET /mailbox', () => {
   it('#47 type_hint is the single part type, or mixed for heterogeneous parts', async () => {
     const { alice, bob } = await agents('alice', 'bob');
     const cases: Array<[string, unknown[]]> = [
-      ['text', [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }]],
+      [
+        'text',
+        [
+          { type: 'text', text: 'a' },
+          { type: 'text', text: 'b' },
+        ],
+      ],
       ['image', [{ type: 'image', url: 'https://example.com/a.png' }]],
-      ['file', [{ type: 'file', url: 'https://example.com/a.pdf', name: 'a.pdf' }, { type: 'file', url: 'https://example.com/b' }]],
+      [
+        'file',
+        [
+          { type: 'file', url: 'https://example.com/a.pdf', name: 'a.pdf' },
+          { type: 'file', url: 'https://example.com/b' },
+        ],
+      ],
       ['data', [{ type: 'data', data: { k: 1 } }]],
-      ['mixed', [{ type: 'text', text: 'a' }, { type: 'data', data: {} }]],
-      ['mixed', [{ type: 'image', url: 'https://example.com/a.png' }, { type: 'file', url: 'https://example.com/a.pdf' }]],
+      [
+        'mixed',
+        [
+          { type: 'text', text: 'a' },
+          { type: 'data', data: {} },
+        ],
+      ],
+      [
+        'mixed',
+        [
+          { type: 'image', url: 'https://example.com/a.png' },
+          { type: 'file', url: 'https://example.com/a.pdf' },
+        ],
+      ],
     ];
     const ids: string[] = [];
     for (const [, parts] of cases) ids.push((await send(alice.token, bob.handle, { content_parts: parts })).id);
@@ -168,7 +211,13 @@ describe('GET /mailbox', () => {
     const { alice, bob, carol } = await agents('alice', 'bob', 'carol');
     const sent = [];
     for (let i = 0; i < 4; i++) sent.push(await send(alice.token, bob.handle));
-    sent.push(...(await Promise.all([send(alice.token, bob.handle), send(carol.token, bob.handle), send(alice.token, bob.handle)])));
+    sent.push(
+      ...(await Promise.all([
+        send(alice.token, bob.handle),
+        send(carol.token, bob.handle),
+        send(alice.token, bob.handle),
+      ])),
+    );
     const asc = (await page(bob.token, 'order=asc')).envelope_headers;
     const desc = (await page(bob.token, 'order=desc')).envelope_headers;
 
@@ -183,7 +232,9 @@ describe('GET /mailbox', () => {
     const { alice, bob, carol } = await agents('alice', 'bob', 'carol');
     await Promise.all(Array.from({ length: 6 }, () => send(alice.token, bob.handle)));
     await Promise.all(Array.from({ length: 6 }, () => send(carol.token, bob.handle)));
-    await Promise.all(Array.from({ length: 5 }, (_, i) => send(bob.token, i % 2 ? alice.handle : [bob.handle, carol.handle])));
+    await Promise.all(
+      Array.from({ length: 5 }, (_, i) => send(bob.token, i % 2 ? alice.handle : [bob.handle, carol.handle])),
+    );
 
     for (const direction of ['in', 'out', 'both']) {
       const all = (await page(bob.token, `direction=${direction}&limit=1000`)).envelope_headers;
@@ -299,7 +350,11 @@ describe('GET /mailbox', () => {
     await expectQueryError(bob.token, `after_created_at=0${createdAt}&after_envelope_id=${id}`, 'INVALID_QUERY');
     await expectQueryError(bob.token, `after_created_at=-1&after_envelope_id=${id}`, 'INVALID_QUERY');
     await expectQueryError(bob.token, `after_created_at=x&after_envelope_id=${id}`, 'INVALID_QUERY');
-    await expectQueryError(bob.token, `after_created_at=${createdAt}&after_envelope_id=${id.toLowerCase()}`, 'INVALID_ENVELOPE_ID');
+    await expectQueryError(
+      bob.token,
+      `after_created_at=${createdAt}&after_envelope_id=${id.toLowerCase()}`,
+      'INVALID_ENVELOPE_ID',
+    );
     // Validation order: limit, then pairing, then after_created_at, then after_envelope_id.
     await expectQueryError(bob.token, 'after_created_at=-1&after_envelope_id=bad', 'INVALID_QUERY');
     await expectQueryError(bob.token, `limit=0&after_created_at=${createdAt}&after_envelope_id=bad`, 'INVALID_QUERY');
@@ -403,7 +458,9 @@ describe('GET /mailbox', () => {
     const { alice, bob, carol, dave } = await agents('alice', 'bob', 'carol', 'dave');
     const senders = [alice, bob, carol];
     const accepted = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => send(senders[i % 3].token, i % 5 === 0 ? [dave.handle, alice.handle] : dave.handle)),
+      Array.from({ length: 50 }, (_, i) =>
+        send(senders[i % 3].token, i % 5 === 0 ? [dave.handle, alice.handle] : dave.handle),
+      ),
     );
     const rows = (await page(dave.token, 'order=asc&limit=1000')).envelope_headers;
     expect(rows).toHaveLength(50);

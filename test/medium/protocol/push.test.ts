@@ -14,7 +14,19 @@ const redis = testBackend() === 'postgres';
 const busName = redis ? 'Redis Streams' : 'in-process bus';
 
 /** Key order of an `envelope.notify` frame (ASMTP.md §6.3). */
-const FULL_KEYS = ['op', 'id', 'from', 'to', 'cc', 'subject', 'in_reply_to', 'type_hint', 'size_hint', 'created_at', 'date_ms'];
+const FULL_KEYS = [
+  'op',
+  'id',
+  'from',
+  'to',
+  'cc',
+  'subject',
+  'in_reply_to',
+  'type_hint',
+  'size_hint',
+  'created_at',
+  'date_ms',
+];
 const MINIMAL_KEYS = ['op', 'id', 'from', 'to', 'type_hint', 'size_hint', 'created_at', 'date_ms'];
 
 /** A fixture around one operator: agents, sends, sockets closed after each test, metrics. */
@@ -66,7 +78,12 @@ function harness(env: Record<string, string> = {}) {
     },
 
     /** Poll `/metrics` until `name` satisfies `predicate`. */
-    async untilMetric(name: string, predicate: (value: number) => boolean, labels: Record<string, string> = {}, timeoutMs = 5_000): Promise<number> {
+    async untilMetric(
+      name: string,
+      predicate: (value: number) => boolean,
+      labels: Record<string, string> = {},
+      timeoutMs = 5_000,
+    ): Promise<number> {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const value = await h.metric(name, labels);
@@ -157,7 +174,11 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       const token = await h.op.agent('@p65p.alice');
       for (const path of ['/connectx', '/connect/x', '/']) {
         const refused = await refusal(h.op.url, { token, path });
-        expect({ path, status: refused.status, code: refused.body?.error?.code }).toEqual({ path, status: 404, code: 'BAD_REQUEST' });
+        expect({ path, status: refused.status, code: refused.body?.error?.code }).toEqual({
+          path,
+          status: 404,
+          code: 'BAD_REQUEST',
+        });
         expect(refused.headers.connection).toBe('close');
       }
     });
@@ -175,7 +196,11 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       ];
       for (const [query, code] of cases) {
         const refused = await refusal(h.op.url, { token, query });
-        expect({ query, status: refused.status, code: refused.body?.error?.code }).toEqual({ query, status: 400, code });
+        expect({ query, status: refused.status, code: refused.body?.error?.code }).toEqual({
+          query,
+          status: 400,
+          code,
+        });
         expect(refused.headers.connection).toBe('close');
       }
     });
@@ -316,7 +341,12 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       const alice = await h.op.agent('@p72.alice');
       const bob = await h.op.agent('@p72.bob');
       const carol = await h.op.agent('@p72.carol');
-      const [alice1, alice2, bobSocket, carolSocket] = await Promise.all([h.open(alice), h.open(alice), h.open(bob), h.open(carol)]);
+      const [alice1, alice2, bobSocket, carolSocket] = await Promise.all([
+        h.open(alice),
+        h.open(alice),
+        h.open(bob),
+        h.open(carol),
+      ]);
 
       const self = await h.send(alice, envelope(['@p72.bob', '@p72.alice'], { cc: ['@p72.carol'], monitor: 'mon_x' }));
       const fact = (id: string, at: number, handle: string, monitor = 'mon_x') => ({
@@ -336,7 +366,14 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
           fact(self.id, self.created_at, '@p72.carol'),
         ]);
         expect(socket.notifies[0].id).toBe(self.id);
-        expect(Object.keys(JSON.parse(socket.raw[1]))).toEqual(['op', 'monitor', 'envelope_id', 'recipient_handle', 'fact', 'at_ms']);
+        expect(Object.keys(JSON.parse(socket.raw[1]))).toEqual([
+          'op',
+          'monitor',
+          'envelope_id',
+          'recipient_handle',
+          'fact',
+          'at_ms',
+        ]);
       }
 
       // The sender is not a recipient: only the facts reach its sockets; recipients get no facts.
@@ -391,7 +428,9 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       await aliceSocket.until(() => aliceSocket.frames.length >= 4, 5_000, 'alice’s marker and facts');
       expect(bobSocket.ids).toEqual([first.id, marker.id]);
       expect(bobSocket.frames).toHaveLength(2);
-      expect(aliceSocket.frames.map((frame) => [frame.op, frame.monitor ?? null, frame.envelope_id ?? frame.id])).toEqual([
+      expect(
+        aliceSocket.frames.map((frame) => [frame.op, frame.monitor ?? null, frame.envelope_id ?? frame.id]),
+      ).toEqual([
         ['monitor.fact', 'mon_once', first.id],
         ['envelope.notify', null, marker.id],
         ['monitor.fact', 'mon_after', marker.id],
@@ -416,7 +455,9 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
         Array.from({ length: 100 }, (_, i) => () => h.send(alice, envelope('@pres.bob', { subject: `during ${i}` }))),
         4,
       );
-      const socket = await h.open(bob, { query: { after_created_at: String(cursor.created_at), after_envelope_id: cursor.envelope_id } });
+      const socket = await h.open(bob, {
+        query: { after_created_at: String(cursor.created_at), after_envelope_id: cursor.envelope_id },
+      });
       await during;
       await socket.until(() => socket.notifies.length >= 300, 20_000, '300 notifies');
 
@@ -431,7 +472,11 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       expect(replayed.length).toBeGreaterThanOrEqual(200);
       const last = replayed[replayed.length - 1];
       expect(socket.raw[at]).toBe(
-        JSON.stringify({ op: 'replay.complete', cursor: { created_at: last.created_at, envelope_id: last.id }, replayed: replayed.length }),
+        JSON.stringify({
+          op: 'replay.complete',
+          cursor: { created_at: last.created_at, envelope_id: last.id },
+          replayed: replayed.length,
+        }),
       );
       // The seam was crossed: some of the concurrent sends came live, after replay.complete.
       const live = socket.frames.slice(at + 1);
@@ -448,7 +493,9 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       const alice = await h.op.agent('@pend.alice');
       const bob = await h.op.agent('@pend.bob');
       const old = await h.send(alice, envelope('@pend.bob'));
-      const socket = await h.open(bob, { query: { after_created_at: String(old.created_at), after_envelope_id: old.id } });
+      const socket = await h.open(bob, {
+        query: { after_created_at: String(old.created_at), after_envelope_id: old.id },
+      });
       await socket.until(() => socket.frames.length === 1, 5_000, 'replay.complete');
       expect(socket.raw[0]).toBe('{"op":"replay.complete","cursor":null,"replayed":0}');
       const live = await h.send(alice, envelope('@pend.bob'));
@@ -456,7 +503,9 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       expect(socket.frames.map((frame) => frame.op)).toEqual(['replay.complete', 'envelope.notify']);
 
       // A cursor far in the future: same.
-      const future = await h.open(bob, { query: { after_created_at: String(Date.now() + 86_400_000), after_envelope_id: ulid() } });
+      const future = await h.open(bob, {
+        query: { after_created_at: String(Date.now() + 86_400_000), after_envelope_id: ulid() },
+      });
       await future.until(() => future.frames.length === 1, 5_000, 'replay.complete');
       expect(future.frames[0]).toEqual({ op: 'replay.complete', cursor: null, replayed: 0 });
     });
@@ -478,7 +527,11 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       const bob = await h.op.agent('@prev.bob');
       const [alice1, alice2, bobSocket] = await Promise.all([h.open(alice), h.open(alice), h.open(bob)]);
       const started = Date.now();
-      const rotated = await h.op.client.post(`/_admin/agents/${encodeURIComponent('@prev.alice')}/rotate-token`, undefined, h.op.adminToken);
+      const rotated = await h.op.client.post(
+        `/_admin/agents/${encodeURIComponent('@prev.alice')}/rotate-token`,
+        undefined,
+        h.op.adminToken,
+      );
       expect(rotated.status).toBe(200);
       for (const socket of [alice1, alice2]) {
         await socket.untilClosed(1_000);
@@ -525,7 +578,11 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
         const agent = await agentFor(token);
         if (token === alice && !rotated) {
           rotated = true;
-          const reply = await h.op.client.post(`/_admin/agents/${encodeURIComponent('@prace.alice')}/rotate-token`, undefined, h.op.adminToken);
+          const reply = await h.op.client.post(
+            `/_admin/agents/${encodeURIComponent('@prace.alice')}/rotate-token`,
+            undefined,
+            h.op.adminToken,
+          );
           expect(reply.status).toBe(200);
         }
         return agent;
@@ -614,7 +671,9 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
     const [one, two] = await Promise.all([h.open(bob), h.open(bob)]);
     await h.untilMetric('roost_ws_connections', (value) => value === baseline + 2);
     const sent = await h.send(alice, envelope('@pmet.bob'));
-    await Promise.all([one, two].map((socket) => socket.until(() => socket.ids.includes(sent.id), 5_000, 'the notify')));
+    await Promise.all(
+      [one, two].map((socket) => socket.until(() => socket.ids.includes(sent.id), 5_000, 'the notify')),
+    );
     expect(await h.metric('roost_ws_frames_sent_total', { kind: 'notify' })).toBe(notifies + 2);
 
     const resumed = await h.open(bob, { query: { after_created_at: '0', after_envelope_id: `01${'0'.repeat(24)}` } });

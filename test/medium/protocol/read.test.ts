@@ -56,7 +56,12 @@ describe('reading envelopes and read state', () => {
   describe('GET /messages/{id} and batch', () => {
     it('#39 a recipient gets the stored body: id, stamped from, to, date_ms, content_parts; optional fields only when given', async () => {
       const { alice, bob, carol } = await agents('alice', 'bob', 'carol');
-      const minimal = envelope(bob.handle, { date_ms: 1_747_000_000_000, subject: null, monitor: null, references: [] });
+      const minimal = envelope(bob.handle, {
+        date_ms: 1_747_000_000_000,
+        subject: null,
+        monitor: null,
+        references: [],
+      });
       expect((await op.client.post('/messages', minimal, alice.token)).status).toBe(202);
 
       const plain = await op.client.get(`/messages/${minimal.id}`, bob.token);
@@ -90,7 +95,16 @@ describe('reading envelopes and read state', () => {
         const reply = await op.client.get(`/messages/${full.id}`, reader.token);
         expect(reply.status).toBe(200);
         expect(Object.keys(reply.body)).toEqual([
-          'id', 'from', 'to', 'date_ms', 'content_parts', 'cc', 'subject', 'in_reply_to', 'references', 'monitor',
+          'id',
+          'from',
+          'to',
+          'date_ms',
+          'content_parts',
+          'cc',
+          'subject',
+          'in_reply_to',
+          'references',
+          'monitor',
         ]);
         expect(reply.body).toEqual({
           id: full.id,
@@ -115,7 +129,9 @@ describe('reading envelopes and read state', () => {
         token: alice.token,
         headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
         body: Buffer.concat([
-          Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.png"\r\nContent-Type: image/png\r\n\r\n`),
+          Buffer.from(
+            `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="x.png"\r\nContent-Type: image/png\r\n\r\n`,
+          ),
           png,
           Buffer.from(`\r\n--${boundary}--\r\n`),
         ]),
@@ -152,7 +168,14 @@ describe('reading envelopes and read state', () => {
       }
       expect(stranger.text).toBe(unknown.text);
 
-      for (const bad of [id.toLowerCase(), id.slice(0, 25), `02${id.slice(2)}`, `${id}0`, 'not-an-id', `01${'U'.repeat(24)}`]) {
+      for (const bad of [
+        id.toLowerCase(),
+        id.slice(0, 25),
+        `02${id.slice(2)}`,
+        `${id}0`,
+        'not-an-id',
+        `01${'U'.repeat(24)}`,
+      ]) {
         expectError(await op.client.get(`/messages/${encodeURIComponent(bad)}`, bob.token), 400, 'INVALID_ENVELOPE_ID');
       }
       // The refused reads marked nothing.
@@ -196,7 +219,11 @@ describe('reading envelopes and read state', () => {
       expectError(await op.client.get(`/messages?ids=${id}&ids=${id}`, bob.token), 400, 'INVALID_QUERY');
       expectError(await op.client.get(`/messages?ids=${[id, ...hundred].join(',')}`, bob.token), 400, 'INVALID_QUERY');
       // 101 elements count before de-duplication.
-      expectError(await op.client.get(`/messages?ids=${Array(101).fill(id).join(',')}`, bob.token), 400, 'INVALID_QUERY');
+      expectError(
+        await op.client.get(`/messages?ids=${Array(101).fill(id).join(',')}`, bob.token),
+        400,
+        'INVALID_QUERY',
+      );
       expect(await unreadIds(bob.token)).toEqual([id]);
 
       const limit = await op.client.get(`/messages?ids=${[id, ...hundred.slice(1)].join(',')}`, bob.token);
@@ -213,7 +240,11 @@ describe('reading envelopes and read state', () => {
       expectError(await op.client.get(`/messages?ids=${a},`, bob.token), 400, 'INVALID_ENVELOPE_ID');
       expectError(await op.client.get(`/messages?ids=${a},${b.toLowerCase()}`, bob.token), 400, 'INVALID_ENVELOPE_ID');
       // The count and single-parameter rules come before element syntax.
-      expectError(await op.client.get(`/messages?ids=${Array(101).fill('bad').join(',')}`, bob.token), 400, 'INVALID_QUERY');
+      expectError(
+        await op.client.get(`/messages?ids=${Array(101).fill('bad').join(',')}`, bob.token),
+        400,
+        'INVALID_QUERY',
+      );
       expectError(await op.client.get('/messages?ids=bad&ids=bad', bob.token), 400, 'INVALID_QUERY');
       expect((await op.client.get(`/messages?ids=${a},,${b}`)).status).toBe(401);
       expect(await unreadIds(bob.token)).toEqual([a, b]);
@@ -338,7 +369,11 @@ describe('reading envelopes and read state', () => {
       for (const body of [{ ids: [] }, {}, { ids: null }, { ids: id }, { ids: { 0: id } }]) {
         expectError(await op.client.post('/mailbox/read', body, bob.token), 400, 'INVALID_REQUEST');
       }
-      expectError(await op.client.request('POST', '/mailbox/read', { token: bob.token, body: '' }), 400, 'INVALID_REQUEST');
+      expectError(
+        await op.client.request('POST', '/mailbox/read', { token: bob.token, body: '' }),
+        400,
+        'INVALID_REQUEST',
+      );
       for (const bad of [id.toLowerCase(), '', 42, null, id.slice(1)]) {
         expectError(await op.client.post('/mailbox/read', { ids: [id, bad] }, bob.token), 400, 'INVALID_ENVELOPE_ID');
       }
@@ -360,7 +395,9 @@ describe('reading envelopes and read state', () => {
       expect(await readIds(carol.token)).toEqual([]);
 
       // And the other way round: C reading one leaves B's state where it was.
-      expect((await op.client.post('/mailbox/read', { ids: [viaBatch] }, carol.token)).body).toEqual({ read: [viaBatch] });
+      expect((await op.client.post('/mailbox/read', { ids: [viaBatch] }, carol.token)).body).toEqual({
+        read: [viaBatch],
+      });
       expect(await unreadIds(carol.token)).toEqual([viaGet, viaMark]);
       expect(await readIds(bob.token)).toEqual([viaGet, viaBatch, viaMark]);
     });

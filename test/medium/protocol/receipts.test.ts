@@ -12,9 +12,32 @@ import { connect, type Listener } from '../../support/ws';
 
 const SCHEMA = 'roost.receipt/v1';
 /** Keys an ASMTP client knows in a header frame / listing row (ASMTP.md §6.3). */
-const ASMTP_HEADER_KEYS = ['op', 'id', 'from', 'to', 'cc', 'subject', 'in_reply_to', 'type_hint', 'size_hint', 'created_at', 'date_ms'];
+const ASMTP_HEADER_KEYS = [
+  'op',
+  'id',
+  'from',
+  'to',
+  'cc',
+  'subject',
+  'in_reply_to',
+  'type_hint',
+  'size_hint',
+  'created_at',
+  'date_ms',
+];
 /** Keys of a stored body (ASMTP.md §2.1). */
-const ASMTP_BODY_KEYS = ['id', 'from', 'to', 'date_ms', 'content_parts', 'cc', 'subject', 'in_reply_to', 'references', 'monitor'];
+const ASMTP_BODY_KEYS = [
+  'id',
+  'from',
+  'to',
+  'date_ms',
+  'content_parts',
+  'cc',
+  'subject',
+  'in_reply_to',
+  'references',
+  'monitor',
+];
 
 let op: TestOperator;
 let database: Database;
@@ -32,7 +55,6 @@ afterAll(async () => op?.close());
 const expectError = (reply: Reply, status: number, code: string, what = '') => {
   expect({ what, status: reply.status, code: reply.body?.error?.code }).toEqual({ what, status, code });
 };
-
 
 /** POST /messages expecting 202; returns the 202 body. */
 async function sent(from: Agent, body: Record<string, unknown>): Promise<{ id: string; created_at: number }> {
@@ -71,7 +93,9 @@ async function storedReceipts(envelopeId: string): Promise<number> {
 }
 
 async function envelopeCount(): Promise<number> {
-  const rows = await database.withSession((session) => session.query<{ n: number }>('select count(*)::int as n from envelopes'));
+  const rows = await database.withSession((session) =>
+    session.query<{ n: number }>('select count(*)::int as n from envelopes'),
+  );
   return rows[0].n;
 }
 
@@ -125,7 +149,12 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
     const astral = '🦜'.repeat(2000);
     const wide = await receipt(bob, original.id, { status: 'deferred', note: astral });
     expect(wide.note).toBe(astral);
-    const plain = await sent(bob, envelope(alice.handle, { content_parts: [receiptPart({ envelope_id: original.id, status: 'deferred', note: astral })] }));
+    const plain = await sent(
+      bob,
+      envelope(alice.handle, {
+        content_parts: [receiptPart({ envelope_id: original.id, status: 'deferred', note: astral })],
+      }),
+    );
     const listed = (await op.client.get(`/messages/${original.id}/receipts`, alice.token)).body.receipts;
     expect(listed.map((r: any) => [r.id, r.note])).toEqual([
       [short.id, 'which region?'],
@@ -134,7 +163,9 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
       [plain.id, astral],
     ]);
     const body = (await op.client.get(`/messages/${short.id}`, alice.token)).body;
-    expect(body.content_parts).toEqual([receiptPart({ envelope_id: original.id, status: 'needs_confirmation', note: 'which region?' })]);
+    expect(body.content_parts).toEqual([
+      receiptPart({ envelope_id: original.id, status: 'needs_confirmation', note: 'which region?' }),
+    ]);
   });
 
   it('is idempotent with a client id: the retry returns the same 201 body and stores one envelope; another body under that id is 409', async () => {
@@ -155,14 +186,34 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
     expect(ids((await op.client.get(`/messages/${original.id}/receipts`, alice.token)).body.receipts)).toEqual([id]);
     expect(await metric('roost_receipts_total', { status: 'applied' })).toBe(counted + 1);
 
-    expectError(await postReceipt(bob, original.id, { status: 'rejected', note: 'done', id }), 409, 'RETRY_MISMATCH', 'another status');
-    expectError(await postReceipt(bob, original.id, { status: 'applied', note: 'other', id }), 409, 'RETRY_MISMATCH', 'another note');
+    expectError(
+      await postReceipt(bob, original.id, { status: 'rejected', note: 'done', id }),
+      409,
+      'RETRY_MISMATCH',
+      'another status',
+    );
+    expectError(
+      await postReceipt(bob, original.id, { status: 'applied', note: 'other', id }),
+      409,
+      'RETRY_MISMATCH',
+      'another note',
+    );
     expectError(await postReceipt(bob, original.id, { status: 'applied', id }), 409, 'RETRY_MISMATCH', 'no note');
     // The same id answering another envelope is another body too.
     const second = await sent(alice, envelope(bob.handle));
-    expectError(await postReceipt(bob, second.id, { status: 'applied', note: 'done', id }), 409, 'RETRY_MISMATCH', 'another envelope');
+    expectError(
+      await postReceipt(bob, second.id, { status: 'applied', note: 'done', id }),
+      409,
+      'RETRY_MISMATCH',
+      'another envelope',
+    );
     // An id someone else already used.
-    expectError(await postReceipt(bob, original.id, { status: 'applied', id: original.id }), 409, 'ID_COLLISION', "the original's id");
+    expectError(
+      await postReceipt(bob, original.id, { status: 'applied', id: original.id }),
+      409,
+      'ID_COLLISION',
+      "the original's id",
+    );
     expect(await storedReceipts(original.id)).toBe(1);
     expect(await storedReceipts(second.id)).toBe(0);
   });
@@ -180,7 +231,12 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
       const reply = await postReceipt(by, id, { status: 'accepted' });
       expectError(reply, 404, 'NOT_FOUND', what);
     }
-    expectError(await postReceipt(bob, 'not-an-id', { status: 'accepted' }), 400, 'INVALID_ENVELOPE_ID', 'a malformed id');
+    expectError(
+      await postReceipt(bob, 'not-an-id', { status: 'accepted' }),
+      400,
+      'INVALID_ENVELOPE_ID',
+      'a malformed id',
+    );
     // Refusals read the same whether or not the envelope exists.
     const known = await postReceipt(mallory, original.id, { status: 'accepted' });
     const unknown = await postReceipt(mallory, ulid(), { status: 'accepted' });
@@ -188,7 +244,12 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
     // A receipt goes through the accept path: a sender who blocked the recipient refuses it like any envelope.
     const blocked = await op.client.post('/agents/me/blocks', { handle: bob.handle }, alice.token);
     expect(blocked.status).toBeLessThan(300);
-    expectError(await postReceipt(bob, original.id, { status: 'accepted' }), 404, 'NOT_FOUND', 'the sender blocked the recipient');
+    expectError(
+      await postReceipt(bob, original.id, { status: 'accepted' }),
+      404,
+      'NOT_FOUND',
+      'the sender blocked the recipient',
+    );
     expect(await envelopeCount()).toBe(before);
     expect(await metric('roost_receipts_total')).toBe(counted);
     expect(await headers(alice)).toEqual([]);
@@ -210,7 +271,12 @@ describe('POST /messages/{id}/receipts (EXTENSIONS.md §2)', () => {
     ] as const) {
       expectError(await postReceipt(bob, original.id, body), 400, 'INVALID_RECEIPT', what);
     }
-    expectError(await postReceipt(bob, original.id, { status: 'accepted', id: 'lower-case-id' }), 400, 'INVALID_ENVELOPE_ID', 'a bad client id');
+    expectError(
+      await postReceipt(bob, original.id, { status: 'accepted', id: 'lower-case-id' }),
+      400,
+      'INVALID_ENVELOPE_ID',
+      'a bad client id',
+    );
     expect(await envelopeCount()).toBe(before);
   });
 });
@@ -240,8 +306,18 @@ describe('a roost.receipt/v1 part through plain POST /messages is validated the 
       ['a 2001-character note', bob, envelope(alice.handle, part({ ...valid, note: 'n'.repeat(2001) }))],
       ['a numeric note', bob, envelope(alice.handle, part({ ...valid, note: 1 }))],
       ['an extra data key', bob, envelope(alice.handle, part({ ...valid, by: 'me' }))],
-      ['two receipt parts', bob, envelope(alice.handle, { content_parts: [receiptPart(valid), receiptPart({ ...valid, status: 'applied' })] })],
-      ['a receipt part beside a text part, twice', bob, envelope(alice.handle, { content_parts: [{ type: 'text', text: 'x' }, receiptPart(valid), receiptPart(valid)] })],
+      [
+        'two receipt parts',
+        bob,
+        envelope(alice.handle, { content_parts: [receiptPart(valid), receiptPart({ ...valid, status: 'applied' })] }),
+      ],
+      [
+        'a receipt part beside a text part, twice',
+        bob,
+        envelope(alice.handle, {
+          content_parts: [{ type: 'text', text: 'x' }, receiptPart(valid), receiptPart(valid)],
+        }),
+      ],
     ];
     for (const [what, from, body] of cases) {
       expectError(await op.client.post('/messages', body, from.token), 400, 'INVALID_RECEIPT', what);
@@ -258,17 +334,36 @@ describe('a roost.receipt/v1 part through plain POST /messages is validated the 
     const counted = await metric('roost_receipts_total', { status: 'rejected' });
     const posted = await sent(
       bob,
-      envelope(alice.handle, { in_reply_to: original.id, content_parts: [receiptPart({ envelope_id: original.id, status: 'rejected', note: 'no' })] }),
+      envelope(alice.handle, {
+        in_reply_to: original.id,
+        content_parts: [receiptPart({ envelope_id: original.id, status: 'rejected', note: 'no' })],
+      }),
     );
     const [header] = await headers(alice);
-    expect(header).toMatchObject({ id: posted.id, in_reply_to: original.id, receipt: { envelope_id: original.id, status: 'rejected' } });
+    expect(header).toMatchObject({
+      id: posted.id,
+      in_reply_to: original.id,
+      receipt: { envelope_id: original.id, status: 'rejected' },
+    });
     expect((await status(alice, original.id)).body.recipients.map((r: any) => r.status)).toEqual(['rejected']);
     expect((await op.client.get(`/messages/${original.id}/receipts`, alice.token)).body.receipts).toEqual([
-      { id: posted.id, envelope_id: original.id, from: bob.handle, status: 'rejected', note: 'no', created_at: posted.created_at },
+      {
+        id: posted.id,
+        envelope_id: original.id,
+        from: bob.handle,
+        status: 'rejected',
+        note: 'no',
+        created_at: posted.created_at,
+      },
     ]);
     expect(await metric('roost_receipts_total', { status: 'rejected' })).toBe(counted + 1);
     // A data part with another schema is an ordinary data part, not a receipt.
-    const other = await sent(bob, envelope(alice.handle, { content_parts: [{ type: 'data', schema: 'roost.receipt/v2', data: { status: 'maybe' } }] }));
+    const other = await sent(
+      bob,
+      envelope(alice.handle, {
+        content_parts: [{ type: 'data', schema: 'roost.receipt/v2', data: { status: 'maybe' } }],
+      }),
+    );
     expect((await headers(alice)).find((h) => h.id === other.id)).not.toHaveProperty('receipt');
   });
 });
@@ -296,8 +391,13 @@ describe('GET /messages/{id}/receipts and /status', () => {
     expect((await op.client.get(`/messages/${original.id}/receipts`, carol.token)).body.receipts).toEqual([carols]);
     // A later receipt overrides an earlier "final" one: append-only, not a state machine.
     await receipt(bob, original.id, { status: 'rejected' });
-    expect((await status(alice, original.id)).body.recipients.map((r: any) => r.status)).toEqual(['rejected', 'blocked']);
-    expect((await op.client.get(`/messages/${original.id}/receipts`, alice.token)).body.receipts).toHaveLength(sequence.length + 2);
+    expect((await status(alice, original.id)).body.recipients.map((r: any) => r.status)).toEqual([
+      'rejected',
+      'blocked',
+    ]);
+    expect((await op.client.get(`/messages/${original.id}/receipts`, alice.token)).body.receipts).toHaveLength(
+      sequence.length + 2,
+    );
   });
 
   it('status: the sender sees every recipient in recipient order (to then cc, as in the 202), a recipient only its own row, anyone else 404', async () => {
@@ -312,7 +412,10 @@ describe('GET /messages/{id}/receipts and /status', () => {
     for (const recipient of [bob, carol, dave]) {
       const own = await status(recipient, original.id);
       expect(own.status).toBe(200);
-      expect(own.body).toEqual({ envelope_id: original.id, recipients: [all.body.recipients.find((r: any) => r.handle === recipient.handle)] });
+      expect(own.body).toEqual({
+        envelope_id: original.id,
+        recipients: [all.body.recipients.find((r: any) => r.handle === recipient.handle)],
+      });
     }
     const unknown = ulid();
     for (const [what, who, id] of [
@@ -325,11 +428,19 @@ describe('GET /messages/{id}/receipts and /status', () => {
     }
     expect((await status(eve, original.id)).text).toBe((await status(eve, unknown)).text);
     expectError(await status(alice, 'nope'), 400, 'INVALID_ENVELOPE_ID', 'status: malformed id');
-    expectError(await op.client.get('/messages/nope/receipts', alice.token), 400, 'INVALID_ENVELOPE_ID', 'receipts: malformed id');
+    expectError(
+      await op.client.get('/messages/nope/receipts', alice.token),
+      400,
+      'INVALID_ENVELOPE_ID',
+      'receipts: malformed id',
+    );
     expectError(await op.client.get(`/messages/${original.id}/status`), 401, 'UNAUTHORIZED', 'no bearer');
     // A self-send: the sender is also a recipient and sees every row.
     const self = await sent(alice, envelope([alice.handle, bob.handle]));
-    expect((await status(alice, self.id)).body.recipients.map((r: any) => r.handle)).toEqual([alice.handle, bob.handle]);
+    expect((await status(alice, self.id)).body.recipients.map((r: any) => r.handle)).toEqual([
+      alice.handle,
+      bob.handle,
+    ]);
     expect((await status(bob, self.id)).body.recipients.map((r: any) => r.handle)).toEqual([bob.handle]);
   });
 
@@ -347,7 +458,12 @@ describe('GET /messages/{id}/receipts and /status', () => {
 
     const bobsReceipt = await receipt(bob, original.id, { status: 'accepted' });
     const afterReceipt = await rows();
-    expect(afterReceipt[0]).toEqual({ handle: bob.handle, read: false, status: 'accepted', updated_at: bobsReceipt.created_at });
+    expect(afterReceipt[0]).toEqual({
+      handle: bob.handle,
+      read: false,
+      status: 'accepted',
+      updated_at: bobsReceipt.created_at,
+    });
     expect(afterReceipt[1].updated_at).toBe(original.created_at);
 
     const beforeRead = Date.now();
@@ -384,7 +500,18 @@ describe('receipts are ordinary envelopes', () => {
     await socket.until(() => socket.ids.includes(posted.id), 5_000, 'the receipt frame');
     const frame = socket.notifies.find((f) => f.id === posted.id);
     const raw = socket.raw.find((text) => JSON.parse(text).id === posted.id)!;
-    expect(Object.keys(frame)).toEqual(['op', 'id', 'from', 'to', 'in_reply_to', 'type_hint', 'size_hint', 'created_at', 'date_ms', 'receipt']);
+    expect(Object.keys(frame)).toEqual([
+      'op',
+      'id',
+      'from',
+      'to',
+      'in_reply_to',
+      'type_hint',
+      'size_hint',
+      'created_at',
+      'date_ms',
+      'receipt',
+    ]);
     expect(frame).toMatchObject({
       op: 'envelope.notify',
       id: posted.id,
@@ -398,20 +525,47 @@ describe('receipts are ordinary envelopes', () => {
     expect(Number.isInteger(frame.size_hint)).toBe(true);
     expect(Number.isInteger(frame.date_ms)).toBe(true);
     // What the ASMTP CLI requires of a frame (ASMTP.md §6.3), and nothing it must never see.
-    expect([typeof frame.id, typeof frame.from, Array.isArray(frame.to), typeof frame.type_hint, typeof frame.created_at, typeof frame.date_ms]).toEqual(
-      ['string', 'string', true, 'string', 'number', 'number'],
-    );
-    for (const key of ['direction', 'unread', 'references', 'monitor', 'received_ms', 'content_parts', 'flags', 'schedule_id']) {
+    expect([
+      typeof frame.id,
+      typeof frame.from,
+      Array.isArray(frame.to),
+      typeof frame.type_hint,
+      typeof frame.created_at,
+      typeof frame.date_ms,
+    ]).toEqual(['string', 'string', true, 'string', 'number', 'number']);
+    for (const key of [
+      'direction',
+      'unread',
+      'references',
+      'monitor',
+      'received_ms',
+      'content_parts',
+      'flags',
+      'schedule_id',
+    ]) {
       expect(frame).not.toHaveProperty(key);
     }
     expect(Object.keys(frame).filter((key) => !ASMTP_HEADER_KEYS.includes(key))).toEqual(['receipt']);
 
     // The listing row carries the frame's fields, in the listing key order (ASMTP.md §3.5), Roost's `receipt` last.
     const listing = await op.client.get('/mailbox', alice.token);
-    expect((await op.client.get('/mailbox?unread=true', alice.token)).body.envelope_headers.map((h: any) => h.id)).toEqual([posted.id]);
+    expect(
+      (await op.client.get('/mailbox?unread=true', alice.token)).body.envelope_headers.map((h: any) => h.id),
+    ).toEqual([posted.id]);
     const row = listing.body.envelope_headers.find((h: any) => h.id === posted.id);
     expect(row).toEqual(frame);
-    expect(Object.keys(row)).toEqual(['op', 'id', 'from', 'to', 'type_hint', 'created_at', 'date_ms', 'in_reply_to', 'size_hint', 'receipt']);
+    expect(Object.keys(row)).toEqual([
+      'op',
+      'id',
+      'from',
+      'to',
+      'type_hint',
+      'created_at',
+      'date_ms',
+      'in_reply_to',
+      'size_hint',
+      'receipt',
+    ]);
     expect(JSON.parse(raw)).toEqual(row);
     expect(ids(listing.body.envelope_headers)).toEqual([posted.id]);
     expect(Object.keys(row).filter((key) => !ASMTP_HEADER_KEYS.includes(key))).toEqual(['receipt']);
@@ -425,7 +579,9 @@ describe('receipts are ordinary envelopes', () => {
       from: bob.handle,
       to: [alice.handle],
       date_ms: frame.date_ms,
-      content_parts: [{ type: 'data', schema: SCHEMA, data: { envelope_id: original.id, status: 'accepted', note: 'on it' } }],
+      content_parts: [
+        { type: 'data', schema: SCHEMA, data: { envelope_id: original.id, status: 'accepted', note: 'on it' } },
+      ],
       in_reply_to: original.id,
     });
     // Batch GET shows the same body.
@@ -438,7 +594,9 @@ describe('receipts are ordinary envelopes', () => {
     expect(out).toEqual({ ...frame, direction: 'out' });
     expect(bobSocket.ids).not.toContain(posted.id);
     // Read state is ASMTP's: posting the receipt did not mark bob's entry read.
-    expect((await op.client.get('/mailbox?unread=true', bob.token)).body.envelope_headers.map((h: any) => h.id)).toEqual([original.id]);
+    expect(
+      (await op.client.get('/mailbox?unread=true', bob.token)).body.envelope_headers.map((h: any) => h.id),
+    ).toEqual([original.id]);
   });
 
   it('a receipt through plain POST /messages is pushed with the receipt extension too', async () => {
@@ -446,17 +604,34 @@ describe('receipts are ordinary envelopes', () => {
     const original = await sent(alice, envelope(bob.handle));
     const socket = await connect(op.url, { token: alice.token });
     sockets.push(socket);
-    const posted = await sent(bob, envelope(alice.handle, { content_parts: [receiptPart({ envelope_id: original.id, status: 'blocked' })] }));
+    const posted = await sent(
+      bob,
+      envelope(alice.handle, { content_parts: [receiptPart({ envelope_id: original.id, status: 'blocked' })] }),
+    );
     await socket.until(() => socket.ids.includes(posted.id), 5_000, 'the receipt frame');
     const frame = socket.notifies.find((f) => f.id === posted.id);
-    expect(Object.keys(frame)).toEqual(['op', 'id', 'from', 'to', 'type_hint', 'size_hint', 'created_at', 'date_ms', 'receipt']);
+    expect(Object.keys(frame)).toEqual([
+      'op',
+      'id',
+      'from',
+      'to',
+      'type_hint',
+      'size_hint',
+      'created_at',
+      'date_ms',
+      'receipt',
+    ]);
     expect(frame.receipt).toEqual({ envelope_id: original.id, status: 'blocked' });
   });
 
   it('roost_receipts_total counts stored receipts by status', async () => {
     const { alice, bob } = await op.agents('rc13', 'alice', 'bob');
     const original = await sent(alice, envelope(bob.handle));
-    const before = Object.fromEntries(await Promise.all(RECEIPT_STATUSES.map(async (s) => [s, await metric('roost_receipts_total', { status: s })] as const)));
+    const before = Object.fromEntries(
+      await Promise.all(
+        RECEIPT_STATUSES.map(async (s) => [s, await metric('roost_receipts_total', { status: s })] as const),
+      ),
+    );
     await receipt(bob, original.id, { status: 'accepted' });
     await receipt(bob, original.id, { status: 'applied' });
     await receipt(bob, original.id, { status: 'applied' });
@@ -467,6 +642,7 @@ describe('receipts are ordinary envelopes', () => {
     }
     const exposition = (await op.client.get('/metrics')).text;
     const labels = [...exposition.matchAll(/^roost_receipts_total\{([^}]*)\}/gm)].map((m) => m[1]);
-    for (const label of labels) expect(label).toMatch(/^status="(accepted|rejected|deferred|needs_confirmation|applied|blocked)"$/);
+    for (const label of labels)
+      expect(label).toMatch(/^status="(accepted|rejected|deferred|needs_confirmation|applied|blocked)"$/);
   });
 });

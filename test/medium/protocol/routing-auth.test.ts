@@ -187,7 +187,16 @@ describe('routing and authentication (ASMTP.md §10 #1–8)', () => {
   it('#5 a malformed Authorization header counts as no bearer (401) and the send stores nothing', async () => {
     const alice = await op.agent('@t5.alice');
     const bob = await op.agent('@t5.bob');
-    const malformed = ['', alice, `Basic ${alice}`, `Token ${alice}`, 'Bearer', 'Bearer    ', `Bearer:${alice}`, `${alice} Bearer`];
+    const malformed = [
+      '',
+      alice,
+      `Basic ${alice}`,
+      `Token ${alice}`,
+      'Bearer',
+      'Bearer    ',
+      `Bearer:${alice}`,
+      `${alice} Bearer`,
+    ];
     for (const authorization of malformed) {
       const reply = await op.client.request('POST', '/messages', {
         headers: { authorization },
@@ -214,8 +223,18 @@ describe('routing and authentication (ASMTP.md §10 #1–8)', () => {
   it('#6 the admin token is not an agent token (401 on agent routes) and an unknown bearer stores nothing', async () => {
     const bob = await op.agent('@t6.bob');
     expectError(await op.client.get('/agents/me', op.adminToken), 401, 'UNAUTHORIZED', 'admin token on /agents/me');
-    expectError(await op.client.post('/messages', envelope('@t6.bob'), op.adminToken), 401, 'UNAUTHORIZED', 'admin send');
-    expectError(await op.client.post('/messages', envelope('@t6.bob'), `${bob}x`), 401, 'UNAUTHORIZED', 'near-miss token');
+    expectError(
+      await op.client.post('/messages', envelope('@t6.bob'), op.adminToken),
+      401,
+      'UNAUTHORIZED',
+      'admin send',
+    );
+    expectError(
+      await op.client.post('/messages', envelope('@t6.bob'), `${bob}x`),
+      401,
+      'UNAUTHORIZED',
+      'near-miss token',
+    );
     expect(await inbox(bob)).toEqual([]);
   });
 
@@ -233,7 +252,9 @@ describe('routing and authentication (ASMTP.md §10 #1–8)', () => {
     });
     expect(sent.status).toBe(202);
     expect(await inbox(bob)).toEqual([sent.body.id]);
-    const admin = await op.client.request('GET', '/_admin/agents', { headers: { authorization: `bearer ${op.adminToken}` } });
+    const admin = await op.client.request('GET', '/_admin/agents', {
+      headers: { authorization: `bearer ${op.adminToken}` },
+    });
     expect(admin.status).toBe(200);
   });
 
@@ -258,7 +279,10 @@ describe('routing and authentication (ASMTP.md §10 #1–8)', () => {
     }
     // Auth is checked before the body is read.
     expectError(
-      await op.client.request('POST', '/_admin/agents', { headers: { authorization: `Bearer ${agentToken}` }, body: '{bad' }),
+      await op.client.request('POST', '/_admin/agents', {
+        headers: { authorization: `Bearer ${agentToken}` },
+        body: '{bad',
+      }),
       401,
       'UNAUTHORIZED',
       'bad body with agent token',

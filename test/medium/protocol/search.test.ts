@@ -6,7 +6,8 @@ interface Accepted {
 }
 
 /** Newest first by `(created_at, id)`, as /search/messages orders. */
-const newestFirst = (a: Accepted, b: Accepted): number => b.created_at - a.created_at || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+const newestFirst = (a: Accepted, b: Accepted): number =>
+  b.created_at - a.created_at || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
 
 /**
  * ASMTP.md §10 items 92–93: agent search under the visibility rule (§1.8, §3.9) and message
@@ -24,7 +25,10 @@ describe('search', () => {
 
   const owner = () => `srch${++owners}`;
 
-  async function agent(handle: string, fields: Record<string, unknown> = {}): Promise<{ handle: string; token: string }> {
+  async function agent(
+    handle: string,
+    fields: Record<string, unknown> = {},
+  ): Promise<{ handle: string; token: string }> {
     return { handle, token: await op.agent(handle, fields) };
   }
 
@@ -36,16 +40,29 @@ describe('search', () => {
 
   async function expectQueryError(path: string, token: string): Promise<void> {
     const reply = await op.client.get(path, token);
-    expect({ path, status: reply.status, code: reply.body?.error?.code }).toEqual({ path, status: 400, code: 'INVALID_QUERY' });
+    expect({ path, status: reply.status, code: reply.body?.error?.code }).toEqual({
+      path,
+      status: 400,
+      code: 'INVALID_QUERY',
+    });
   }
 
-  const handlesOf = (reply: { body: any }): string[] => reply.body.agents.map((a: { canonical_handle: string }) => a.canonical_handle);
+  const handlesOf = (reply: { body: any }): string[] =>
+    reply.body.agents.map((a: { canonical_handle: string }) => a.canonical_handle);
 
   describe('agents', () => {
     it('#92 GET /search/agents?q=a returns 400 INVALID_QUERY, as do other bad q, limit and cursor values', async () => {
       const me = await agent(`@${owner()}.me`);
       for (const route of ['/search/agents', '/search', '/search/messages']) {
-        for (const query of ['q=a', '', 'q=', `q=${'x'.repeat(101)}`, 'q=ab&limit=0', 'q=ab&limit=01', 'q=ab&limit=x']) {
+        for (const query of [
+          'q=a',
+          '',
+          'q=',
+          `q=${'x'.repeat(101)}`,
+          'q=ab&limit=0',
+          'q=ab&limit=01',
+          'q=ab&limit=x',
+        ]) {
           await expectQueryError(`${route}?${query}`, me.token);
         }
         await expectQueryError(`${route}?q=ab&limit=51`, me.token);
@@ -63,7 +80,10 @@ describe('search', () => {
       const pubB = await agent(`@${o}.pub-b`, { visibility: 'public' });
       const hidden = await agent(`@${o}.hidden`, { display_name: 'Hidden' });
       const friend = await agent(`@${o}.friend`);
-      const named = await agent(`@other${o}.x`, { visibility: 'public', display_name: `Found By ${o.toUpperCase()} Name` });
+      const named = await agent(`@other${o}.x`, {
+        visibility: 'public',
+        display_name: `Found By ${o.toUpperCase()} Name`,
+      });
       await op.client.post('/agents/me/allowlist', { entries: [caller.handle] }, friend.token);
       // One-directional: the caller listing the hidden agent does not make it visible to the caller.
       await op.client.post('/agents/me/allowlist', { entries: [hidden.handle] }, caller.token);
@@ -82,7 +102,9 @@ describe('search', () => {
       });
       // ASCII case-insensitive, on the handle or the display name.
       expect(handlesOf(await op.client.get(`/search/agents?q=${o.toUpperCase()}`, caller.token))).toEqual(visible);
-      expect(handlesOf(await op.client.get(`/search/agents?q=${encodeURIComponent(`by ${o} na`)}`, caller.token))).toEqual([named.handle]);
+      expect(
+        handlesOf(await op.client.get(`/search/agents?q=${encodeURIComponent(`by ${o} na`)}`, caller.token)),
+      ).toEqual([named.handle]);
       // LIKE wildcards are literal.
       expect(handlesOf(await op.client.get('/search/agents?q=%25%25', caller.token))).toEqual([]);
 
@@ -109,7 +131,8 @@ describe('search', () => {
       const caller = await agent(`@${o}.caller`);
       const names = ['a1', 'a2', 'b1', 'b2', 'c1', 'c2', 'd1'];
       const made = [];
-      for (const name of names) made.push(await agent(`@${o}.${name}`, { visibility: name.endsWith('1') ? 'public' : 'private' }));
+      for (const name of names)
+        made.push(await agent(`@${o}.${name}`, { visibility: name.endsWith('1') ? 'public' : 'private' }));
       const visible = [caller, ...made.filter((a) => a.handle.endsWith('1'))].map((a) => a.handle).sort();
 
       const seen: string[] = [];
@@ -149,12 +172,21 @@ describe('search', () => {
   describe('messages', () => {
     it('#93 GET /search/messages returns only envelopes the caller received, newest first, capped at limit', async () => {
       const o = owner();
-      const [alice, bob, carol, dave] = await Promise.all(['alice', 'bob', 'carol', 'dave'].map((n) => agent(`@${o}.${n}`)));
+      const [alice, bob, carol, dave] = await Promise.all(
+        ['alice', 'bob', 'carol', 'dave'].map((n) => agent(`@${o}.${n}`)),
+      );
       const word = `quokka${o}`;
       const received: Accepted[] = [];
       received.push(await send(alice.token, bob.handle, { subject: `about ${word}` }));
-      received.push(await send(alice.token, bob.handle, { content_parts: [{ type: 'text', text: `the ${word} is here` }] }));
-      received.push(await send(carol.token, [dave.handle], { cc: [bob.handle], content_parts: [{ type: 'data', data: { animal: word } }] }));
+      received.push(
+        await send(alice.token, bob.handle, { content_parts: [{ type: 'text', text: `the ${word} is here` }] }),
+      );
+      received.push(
+        await send(carol.token, [dave.handle], {
+          cc: [bob.handle],
+          content_parts: [{ type: 'data', data: { animal: word } }],
+        }),
+      );
       received.push(await send(alice.token, bob.handle, { subject: word.toUpperCase() }));
       await send(alice.token, bob.handle, { subject: 'unrelated' });
       const notBobs = await send(alice.token, carol.handle, { subject: word });
@@ -163,7 +195,9 @@ describe('search', () => {
       const reply = await op.client.get(`/search/messages?q=${word}`, bob.token);
       expect(reply.status).toBe(200);
       const expected = [...received].sort(newestFirst);
-      expect(reply.body.envelopes.map((e: { envelope_id: string }) => e.envelope_id)).toEqual(expected.map((a) => a.id));
+      expect(reply.body.envelopes.map((e: { envelope_id: string }) => e.envelope_id)).toEqual(
+        expected.map((a) => a.id),
+      );
       expect(reply.body.envelopes.find((e: { envelope_id: string }) => e.envelope_id === received[2].id)).toEqual({
         envelope_id: received[2].id,
         sender_handle: carol.handle,
@@ -173,11 +207,15 @@ describe('search', () => {
         created_at: received[2].created_at,
         date_ms: expect.any(Number),
       });
-      expect(reply.body.envelopes.find((e: { envelope_id: string }) => e.envelope_id === received[0].id).subject).toBe(`about ${word}`);
+      expect(reply.body.envelopes.find((e: { envelope_id: string }) => e.envelope_id === received[0].id).subject).toBe(
+        `about ${word}`,
+      );
       expect(reply.body.envelopes.map((e: { envelope_id: string }) => e.envelope_id)).not.toContain(notBobs.id);
 
       const capped = await op.client.get(`/search/messages?q=${word}&limit=2`, bob.token);
-      expect(capped.body.envelopes.map((e: { envelope_id: string }) => e.envelope_id)).toEqual(expected.slice(0, 2).map((a) => a.id));
+      expect(capped.body.envelopes.map((e: { envelope_id: string }) => e.envelope_id)).toEqual(
+        expected.slice(0, 2).map((a) => a.id),
+      );
       expect((await op.client.get(`/search/messages?q=${word}&limit=1`, bob.token)).body.envelopes).toHaveLength(1);
 
       // Searching is not reading; no hits is an ordinary 200.
@@ -203,7 +241,9 @@ describe('search', () => {
       const carolsOwn = await send(carol.token, alice.handle, { subject: word });
 
       const ids = async (token: string) =>
-        (await op.client.get(`/search/messages?q=${word}`, token)).body.envelopes.map((e: { envelope_id: string }) => e.envelope_id);
+        (await op.client.get(`/search/messages?q=${word}`, token)).body.envelopes.map(
+          (e: { envelope_id: string }) => e.envelope_id,
+        );
       expect(await ids(bob.token)).toEqual([sent, self, got].sort(newestFirst).map((a) => a.id));
       expect(await ids(carol.token)).toEqual([sent, others, carolsOwn].sort(newestFirst).map((a) => a.id));
       expect(await ids(alice.token)).toEqual([self, got, others, carolsOwn].sort(newestFirst).map((a) => a.id));

@@ -40,7 +40,15 @@ export class OperatorOnlyGuard implements CanActivate {
 export const OperatorOnly = () => UseGuards(AdminGuard, OperatorOnlyGuard);
 
 export type AdminReadRoute = 'mailbox' | 'message' | 'receipts' | 'status' | 'file' | 'schedules' | 'events';
-export const ADMIN_READ_ROUTES: readonly AdminReadRoute[] = ['mailbox', 'message', 'receipts', 'status', 'file', 'schedules', 'events'];
+export const ADMIN_READ_ROUTES: readonly AdminReadRoute[] = [
+  'mailbox',
+  'message',
+  'receipts',
+  'status',
+  'file',
+  'schedules',
+  'events',
+];
 
 const ADMIN_READ = Symbol('admin-read');
 
@@ -49,7 +57,8 @@ const ADMIN_READ = Symbol('admin-read');
  * and the agent read (`admin`, `target`, beside `req_id` and `route`), and each read that answered
  * is counted in `roost_admin_reads_total{route}`.
  */
-export const AdminRead = (route: AdminReadRoute) => applyDecorators(SetMetadata(ADMIN_READ, route), UseInterceptors(AdminReadInterceptor));
+export const AdminRead = (route: AdminReadRoute) =>
+  applyDecorators(SetMetadata(ADMIN_READ, route), UseInterceptors(AdminReadInterceptor));
 
 @Injectable()
 export class AdminReadInterceptor implements NestInterceptor {

@@ -16,7 +16,15 @@ import {
 } from '#domain';
 import { validateRequest } from '#schemas';
 
-const AGENT_FIELDS = ['policy', 'display_name', 'description', 'card_body', 'visibility', 'content_guard', 'retention_days'] as const;
+const AGENT_FIELDS = [
+  'policy',
+  'display_name',
+  'description',
+  'card_body',
+  'visibility',
+  'content_guard',
+  'retention_days',
+] as const;
 const ORG_FIELDS = ['retention_days', 'content_guard', 'max_agents'] as const;
 
 /** What `pick` returns: the fields present, with `policy: null` dropped. */
@@ -73,7 +81,8 @@ export class AdminService {
       retention_days: fields.retention_days ?? null,
       created_at: Date.now(),
     });
-    if (agent === 'quota') throw new AsmtpError(429, 'QUOTA_EXCEEDED', `organization ${owner} has reached its agent quota`);
+    if (agent === 'quota')
+      throw new AsmtpError(429, 'QUOTA_EXCEEDED', `organization ${owner} has reached its agent quota`);
     if (agent === 'exists') throw new AsmtpError(409, 'AGENT_EXISTS', `agent ${handle} already exists`);
     return adminAgentView(agent, token);
   }

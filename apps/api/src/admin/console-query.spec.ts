@@ -19,14 +19,27 @@ describe('parseAgentListQuery', () => {
 
   it('reads q, limit, after and include=unread, with limit 50 by default', () => {
     expect(parse('q=Bot')).toEqual({ q: 'Bot', limit: 50, unread: false });
-    expect(parse('limit=200&after=%40acme.bob&include=unread')).toEqual({ limit: 200, after: '@acme.bob', unread: true });
+    expect(parse('limit=200&after=%40acme.bob&include=unread')).toEqual({
+      limit: 200,
+      after: '@acme.bob',
+      unread: true,
+    });
     expect(parse('q=&limit=1')).toEqual({ limit: 1, unread: false });
     expect(parse('include=unread')).toEqual({ limit: 50, unread: true });
     expect(parse('limit=&after=&include=')).toEqual({ limit: 50, unread: false });
   });
 
   it('refuses a bad limit, a non-handle after, an unknown include and a control character in q', () => {
-    for (const query of ['limit=0', 'limit=201', 'limit=01', 'limit=x', 'after=bob', 'include=all', 'q=a%00b', `q=${'a'.repeat(101)}`]) {
+    for (const query of [
+      'limit=0',
+      'limit=201',
+      'limit=01',
+      'limit=x',
+      'after=bob',
+      'include=all',
+      'q=a%00b',
+      `q=${'a'.repeat(101)}`,
+    ]) {
       expect([query, code(query)]).toEqual([query, '400 INVALID_QUERY']);
     }
   });

@@ -33,7 +33,8 @@ export function parseAgentListQuery(pairs: QueryPairs): AgentListQuery | null {
   // An empty value is an absent one, as for GET /mailbox.
   if (limitRaw !== undefined && limitRaw !== '') {
     const parsed = canonicalInt(limitRaw);
-    if (parsed === null || parsed < 1 || parsed > AGENT_PAGE_MAX) throw invalidQuery(`limit must be an integer from 1 to ${AGENT_PAGE_MAX}`);
+    if (parsed === null || parsed < 1 || parsed > AGENT_PAGE_MAX)
+      throw invalidQuery(`limit must be an integer from 1 to ${AGENT_PAGE_MAX}`);
     limit = parsed;
   }
   if (after !== undefined && after !== '' && !isHandle(after)) throw invalidQuery('after must be a handle');

@@ -35,11 +35,18 @@ export class ConsoleService implements OnApplicationShutdown {
   /** One page in handle order; `next` is the last handle when the page is full (a further page may exist). */
   async agents(scope: AdminScope, query: AgentListQuery) {
     // One more row than asked tells whether a next page exists, so a full last page ends with null.
-    const rows = await this.console.searchAgents({ owner: ownerOf(scope), needle: query.q, after: query.after, limit: query.limit + 1 });
+    const rows = await this.console.searchAgents({
+      owner: ownerOf(scope),
+      needle: query.q,
+      after: query.after,
+      limit: query.limit + 1,
+    });
     const page = rows.slice(0, query.limit);
     const unread = query.unread ? await this.console.unreadCounts(page.map((agent) => agent.id)) : undefined;
     return {
-      agents: page.map((agent) => (unread ? { ...adminAgentView(agent), unread: unread.get(agent.id) ?? 0 } : adminAgentView(agent))),
+      agents: page.map((agent) =>
+        unread ? { ...adminAgentView(agent), unread: unread.get(agent.id) ?? 0 } : adminAgentView(agent),
+      ),
       next: rows.length > query.limit ? page.at(-1)!.handle : null,
     };
   }
@@ -78,7 +85,11 @@ export class ConsoleService implements OnApplicationShutdown {
       embedded,
       dependencies: { postgres: await this.console.ping(), redis: redis === true },
       backlogs: {
-        streams: (streams ?? []).map((stream) => ({ partition: stream.partition, length: stream.length, lag: stream.lagEntries ?? 0 })),
+        streams: (streams ?? []).map((stream) => ({
+          partition: stream.partition,
+          length: stream.length,
+          lag: stream.lagEntries ?? 0,
+        })),
         queues: (queues ?? []).map(({ queue, waiting, delayed, failed }) => ({ queue, waiting, delayed, failed })),
       },
     };

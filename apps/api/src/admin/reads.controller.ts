@@ -26,14 +26,22 @@ export class AdminReadsController {
   @Get('/:handle/mailbox')
   @AdminRead('mailbox')
   @Header('content-type', JSON_CONTENT_TYPE)
-  async mailbox(@CurrentAdmin() scope: AdminScope, @Param('handle') handle: string, @Query() query: QueryPairs): Promise<string> {
+  async mailbox(
+    @CurrentAdmin() scope: AdminScope,
+    @Param('handle') handle: string,
+    @Query() query: QueryPairs,
+  ): Promise<string> {
     return this.reads.mailboxPage(await this.admin.findAgent(scope, handle), query);
   }
 
   @Get('/:handle/messages/:id')
   @AdminRead('message')
   @Header('content-type', JSON_CONTENT_TYPE)
-  async message(@CurrentAdmin() scope: AdminScope, @Param('handle') handle: string, @Param('id') id: string): Promise<string> {
+  async message(
+    @CurrentAdmin() scope: AdminScope,
+    @Param('handle') handle: string,
+    @Param('id') id: string,
+  ): Promise<string> {
     return this.reads.message(await this.admin.findAgent(scope, handle), id);
   }
 
@@ -51,7 +59,12 @@ export class AdminReadsController {
 
   @Get('/:handle/files/:id')
   @AdminRead('file')
-  async file(@CurrentAdmin() scope: AdminScope, @Param('handle') handle: string, @Param('id') id: string, @Res() reply: FastifyReply): Promise<void> {
+  async file(
+    @CurrentAdmin() scope: AdminScope,
+    @Param('handle') handle: string,
+    @Param('id') id: string,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     const file = await this.reads.file(await this.admin.findAgent(scope, handle), id);
     await reply
       .code(200)
@@ -67,7 +80,12 @@ export class AdminReadsController {
   }
 
   @Patch('/:handle/schedules/:id')
-  async updateSchedule(@CurrentAdmin() scope: AdminScope, @Param('handle') handle: string, @Param('id') id: string, @JsonBody() body: Record<string, unknown>) {
+  async updateSchedule(
+    @CurrentAdmin() scope: AdminScope,
+    @Param('handle') handle: string,
+    @Param('id') id: string,
+    @JsonBody() body: Record<string, unknown>,
+  ) {
     return this.reads.updateSchedule(await this.admin.findAgent(scope, handle), id, body);
   }
 
@@ -79,7 +97,12 @@ export class AdminReadsController {
   /** Server-Sent Events: `header` events as `/connect` pushes them, `: keepalive` every 15 s. */
   @Get('/:handle/events')
   @AdminRead('events')
-  async events(@CurrentAdmin() scope: AdminScope, @Param('handle') handle: string, @Req() request: FastifyRequest, @Res() reply: FastifyReply): Promise<void> {
+  async events(
+    @CurrentAdmin() scope: AdminScope,
+    @Param('handle') handle: string,
+    @Req() request: FastifyRequest,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
     await this.feeds.open(await this.admin.findAgent(scope, handle), request, reply);
   }
 }

@@ -1,9 +1,4 @@
-import {
-  createParamDecorator,
-  Injectable,
-  type CanActivate,
-  type ExecutionContext,
-} from '@nestjs/common';
+import { createParamDecorator, Injectable, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { AuthFailLimiter, AuthService, RateLimiter, type AdminScope, type Recipients } from '#core';
 import type { Agent } from '#domain';

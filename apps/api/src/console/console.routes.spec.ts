@@ -50,7 +50,14 @@ describe('console static serving', () => {
     expect(res.body).toBe(INDEX);
     expectSecurityHeaders(res.headers);
     const csp = String(res.headers['content-security-policy']);
-    for (const directive of ["script-src 'self'", "style-src 'self'", "connect-src 'self'", "frame-ancestors 'none'", "object-src 'none'", "base-uri 'none'"]) {
+    for (const directive of [
+      "script-src 'self'",
+      "style-src 'self'",
+      "connect-src 'self'",
+      "frame-ancestors 'none'",
+      "object-src 'none'",
+      "base-uri 'none'",
+    ]) {
       expect(csp).toContain(directive);
     }
     expect(csp).not.toContain('unsafe-inline');
@@ -62,7 +69,10 @@ describe('console static serving', () => {
     expect(plain.headers['content-type']).toBe('text/javascript; charset=utf-8');
     expect(plain.headers['cache-control']).toBe('public, max-age=31536000, immutable');
     expect(plain.body).toBe(SCRIPT);
-    const gzip = await app.inject({ url: '/console/assets/index-AbCdEf12.js', headers: { 'accept-encoding': 'gzip, br' } });
+    const gzip = await app.inject({
+      url: '/console/assets/index-AbCdEf12.js',
+      headers: { 'accept-encoding': 'gzip, br' },
+    });
     expect(gzip.headers['content-encoding']).toBe('gzip');
     expect(gunzipSync(gzip.rawPayload).toString()).toBe(SCRIPT);
     const css = await app.inject({ url: '/console/assets/index-ZyXwVu98.css' });
@@ -96,7 +106,11 @@ describe('console static serving', () => {
   });
 
   it('never resolves a path outside the built folder', async () => {
-    for (const url of ['/console/../package.json', '/console/%2e%2e/%2e%2e/package.json', '/console/assets/..%2f..%2findex.html']) {
+    for (const url of [
+      '/console/../package.json',
+      '/console/%2e%2e/%2e%2e/package.json',
+      '/console/assets/..%2f..%2findex.html',
+    ]) {
       const res = await app.inject({ url });
       expect(res.body).not.toContain('"name"');
       expect([200, 404]).toContain(res.statusCode);

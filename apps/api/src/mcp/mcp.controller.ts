@@ -16,7 +16,12 @@ export class McpController {
 
   @Post()
   @UseGuards(AgentGuard)
-  post(@CurrentAgent() agent: Agent, @Req() request: FastifyRequest, @Res() reply: FastifyReply, @JsonBody() body: Record<string, unknown>): Promise<void> {
+  post(
+    @CurrentAgent() agent: Agent,
+    @Req() request: FastifyRequest,
+    @Res() reply: FastifyReply,
+    @JsonBody() body: Record<string, unknown>,
+  ): Promise<void> {
     return this.mcp.handle(agent, bearerFrom(request.headers.authorization)!, request, reply, body);
   }
 }

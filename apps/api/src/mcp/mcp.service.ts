@@ -33,9 +33,20 @@ export class McpService {
     @InjectConfig() private readonly config: Config,
   ) {}
 
-  async handle(agent: Agent, token: string, request: FastifyRequest, reply: FastifyReply, body: unknown): Promise<void> {
+  async handle(
+    agent: Agent,
+    token: string,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    body: unknown,
+  ): Promise<void> {
     const { createRoostMcpServer, StreamableHTTPServerTransport } = sdk();
-    const client = new RoostClient({ url: 'http://roost.mcp', token, userAgent: 'roost-mcp', dispatch: (wire) => this.inject(wire) });
+    const client = new RoostClient({
+      url: 'http://roost.mcp',
+      token,
+      userAgent: 'roost-mcp',
+      dispatch: (wire) => this.inject(wire),
+    });
     const server = createRoostMcpServer({
       client,
       agent: agent.handle,

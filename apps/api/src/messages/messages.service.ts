@@ -21,7 +21,12 @@ export class MessagesService {
   async fetch(agent: Agent, ids: readonly string[], peek = false): Promise<string[]> {
     const rows = await this.mailbox.bodiesFor(agent.id, ids);
     if (rows.length === 0) return [];
-    if (!peek) await this.mailbox.markRead(agent.id, rows.map((row) => row.id), Date.now());
+    if (!peek)
+      await this.mailbox.markRead(
+        agent.id,
+        rows.map((row) => row.id),
+        Date.now(),
+      );
     const bodies = new Map(rows.map((row) => [row.id, row.body]));
     return ids.filter((id) => bodies.has(id)).map((id) => bodies.get(id)!);
   }

@@ -30,7 +30,11 @@ export class ReceiptsService {
     const input = validateRequest('receipt-create', body);
     const parties = await this.receipts.parties(envelopeId, author.id);
     if (!parties?.is_recipient) throw notFound();
-    const claim: ReceiptClaim = { envelope_id: envelopeId, status: input.status, ...(input.note !== undefined ? { note: input.note } : {}) };
+    const claim: ReceiptClaim = {
+      envelope_id: envelopeId,
+      status: input.status,
+      ...(input.note !== undefined ? { note: input.note } : {}),
+    };
     // A client id makes a retry idempotent: the same id gives the same date_ms, hence the same body.
     const id = input.id ?? ulid();
     const { accepted } = await this.accept.accept(author, {
@@ -40,7 +44,14 @@ export class ReceiptsService {
       date_ms: input.id !== undefined ? ulidTime(id) : Date.now(),
       content_parts: [receiptPart(claim)],
     });
-    return { id, envelope_id: envelopeId, from: author.handle, status: claim.status, ...(claim.note !== undefined ? { note: claim.note } : {}), created_at: accepted.created_at };
+    return {
+      id,
+      envelope_id: envelopeId,
+      from: author.handle,
+      status: claim.status,
+      ...(claim.note !== undefined ? { note: claim.note } : {}),
+      created_at: accepted.created_at,
+    };
   }
 
   /** The sender sees every receipt; a recipient only its own; anyone else a 404. */
@@ -57,7 +68,10 @@ export class ReceiptsService {
     requireEnvelopeId(envelopeId);
     const parties = await this.receipts.parties(envelopeId, caller.id);
     if (!parties || (parties.sender_id !== caller.id && !parties.is_recipient)) throw notFound();
-    const rows = await this.receipts.recipientStatus(envelopeId, parties.sender_id === caller.id ? undefined : caller.id);
+    const rows = await this.receipts.recipientStatus(
+      envelopeId,
+      parties.sender_id === caller.id ? undefined : caller.id,
+    );
     return {
       envelope_id: envelopeId,
       recipients: rows.map((row) => ({
@@ -77,5 +91,12 @@ function requireEnvelopeId(id: string): void {
 function receiptView(row: ReceiptRow) {
   const body = JSON.parse(row.body) as { content_parts: Array<{ data?: { note?: string } }> };
   const note = body.content_parts.find((part) => part.data && 'status' in part.data)?.data?.note;
-  return { id: row.id, envelope_id: row.envelope_id, from: row.from, status: row.status, ...(note !== undefined ? { note } : {}), created_at: row.created_at };
+  return {
+    id: row.id,
+    envelope_id: row.envelope_id,
+    from: row.from,
+    status: row.status,
+    ...(note !== undefined ? { note } : {}),
+    created_at: row.created_at,
+  };
 }

@@ -80,7 +80,13 @@ export class SchedulesService {
   async cancel(owner: Agent, id: string) {
     const current = await this.find(owner, id);
     if (current.status === 'cancelled') return scheduleView(current);
-    const updated = await this.schedules.setStatus(owner.id, id, 'cancelled', ['active', 'paused', 'completed', 'failed'], this.clock.now());
+    const updated = await this.schedules.setStatus(
+      owner.id,
+      id,
+      'cancelled',
+      ['active', 'paused', 'completed', 'failed'],
+      this.clock.now(),
+    );
     return scheduleView(updated ?? (await this.find(owner, id)));
   }
 

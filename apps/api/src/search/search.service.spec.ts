@@ -5,7 +5,10 @@ import { SearchService } from './search.service';
 /** Agents `@o.<name>` by handle; `public` ones are visible to anyone. */
 function directory(names: Array<[string, 'public' | 'private']>): Agent[] {
   return names
-    .map(([name, visibility], id) => ({ id, handle: `@o.${name}`, visibility, allowlist: [], display_name: name }) as unknown as Agent)
+    .map(
+      ([name, visibility], id) =>
+        ({ id, handle: `@o.${name}`, visibility, allowlist: [], display_name: name }) as unknown as Agent,
+    )
     .sort((a, b) => (a.handle < b.handle ? -1 : 1));
 }
 
@@ -14,7 +17,12 @@ function service(agents: Agent[]): SearchService {
   const repository = {
     searchVisible: async (q: string, callerHandle: string, limit: number, afterHandle?: string) =>
       agents
-        .filter((a) => a.handle.includes(q) && isVisibleTo(a, callerHandle) && (afterHandle === undefined || a.handle > afterHandle))
+        .filter(
+          (a) =>
+            a.handle.includes(q) &&
+            isVisibleTo(a, callerHandle) &&
+            (afterHandle === undefined || a.handle > afterHandle),
+        )
         .slice(0, limit),
   } as unknown as AgentsRepository;
   return new SearchService(repository, {} as SearchRepository);
@@ -26,7 +34,15 @@ const decode = (cursor: string | null) => (cursor === null ? null : Buffer.from(
 
 describe('SearchService.agentsPage: the cursor never names an agent the caller cannot see', () => {
   it('a full page of visible agents carries a cursor naming the last one returned', async () => {
-    const search = service(directory([['a1', 'private'], ['a2', 'public'], ['a3', 'private'], ['a4', 'public'], ['a5', 'public']]));
+    const search = service(
+      directory([
+        ['a1', 'private'],
+        ['a2', 'public'],
+        ['a3', 'private'],
+        ['a4', 'public'],
+        ['a5', 'public'],
+      ]),
+    );
     const page = await search.agentsPage(caller, { q: '@o.', limit: 2 });
     expect(handles(page)).toEqual(['@o.a2', '@o.a4']);
     expect(decode(page.next_cursor)).toBe('@o.a4');
@@ -35,7 +51,12 @@ describe('SearchService.agentsPage: the cursor never names an agent the caller c
   });
 
   it('a query matching only hidden agents answers exactly as one matching nothing', async () => {
-    const search = service(directory([['hidden', 'private'], ['other', 'private']]));
+    const search = service(
+      directory([
+        ['hidden', 'private'],
+        ['other', 'private'],
+      ]),
+    );
     for (const limit of [1, 2, 50]) {
       expect(await search.agentsPage(caller, { q: 'hid', limit })).toEqual({ agents: [], next_cursor: null });
       expect(await search.agentsPage(caller, { q: 'zzz', limit })).toEqual({ agents: [], next_cursor: null });

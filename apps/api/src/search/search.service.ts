@@ -30,7 +30,8 @@ export class SearchService {
     const last = agents.at(-1);
     return {
       agents: agents.map(agentHit),
-      next_cursor: agents.length === query.limit && last ? Buffer.from(last.handle, 'utf8').toString('base64url') : null,
+      next_cursor:
+        agents.length === query.limit && last ? Buffer.from(last.handle, 'utf8').toString('base64url') : null,
     };
   }
 

@@ -19,12 +19,15 @@ function agentFields(options: AgentFieldOptions): AdminAgentInput {
   if (options.displayName !== undefined) fields.display_name = options.displayName;
   if (options.description !== undefined) fields.description = options.description === '' ? null : options.description;
   if (options.visibility !== undefined) fields.visibility = options.visibility as AdminAgentInput['visibility'];
-  if (options.contentGuard !== undefined) fields.content_guard = options.contentGuard as AdminAgentInput['content_guard'];
-  if (options.retentionDays !== undefined) fields.retention_days = options.retentionDays === 'none' ? null : Number(options.retentionDays);
+  if (options.contentGuard !== undefined)
+    fields.content_guard = options.contentGuard as AdminAgentInput['content_guard'];
+  if (options.retentionDays !== undefined)
+    fields.retention_days = options.retentionDays === 'none' ? null : Number(options.retentionDays);
   return fields;
 }
 
-const agentLine = (a: AdminAgent) => `${a.handle} ${a.policy} ${a.visibility}${a.allowlist.length ? ` allow=${a.allowlist.join(',')}` : ''}`;
+const agentLine = (a: AdminAgent) =>
+  `${a.handle} ${a.policy} ${a.visibility}${a.allowlist.length ? ` allow=${a.allowlist.join(',')}` : ''}`;
 
 /** Tokens are stored (0600) and left out of the output unless --show-token asks for them, once. */
 function withoutToken<T extends { token?: string; admin_token?: string }>(value: T, show: boolean): T {
@@ -33,12 +36,17 @@ function withoutToken<T extends { token?: string; admin_token?: string }>(value:
   return rest as T;
 }
 
-export async function agentCreate(session: Session, handle: string, options: AgentFieldOptions & { showToken?: boolean }): Promise<void> {
+export async function agentCreate(
+  session: Session,
+  handle: string,
+  options: AgentFieldOptions & { showToken?: boolean },
+): Promise<void> {
   requireHandle(handle);
   const created = await session.admin().createAgent(handle, agentFields(options));
   const file = storeAgentToken(session.ctx.profile, handle, created.token);
   session.print.out(
-    () => `created ${agentLine(created)}\ntoken stored in ${file} (profile ${session.ctx.profile})${options.showToken ? `\ntoken (shown once): ${created.token}` : ''}`,
+    () =>
+      `created ${agentLine(created)}\ntoken stored in ${file} (profile ${session.ctx.profile})${options.showToken ? `\ntoken (shown once): ${created.token}` : ''}`,
     { ...withoutToken(created, options.showToken === true), token_file: file },
   );
 }
@@ -57,7 +65,13 @@ export async function agentShow(session: Session, handle: string): Promise<void>
 export async function agentSet(session: Session, handle: string, options: AgentFieldOptions): Promise<void> {
   requireHandle(handle);
   const fields = agentFields(options);
-  if (Object.keys(fields).length === 0) throw new CliError('nothing to change', EXIT.USAGE, 'give --policy, --display-name, --description, --visibility, --content-guard or --retention-days', 'EMPTY');
+  if (Object.keys(fields).length === 0)
+    throw new CliError(
+      'nothing to change',
+      EXIT.USAGE,
+      'give --policy, --display-name, --description, --visibility, --content-guard or --retention-days',
+      'EMPTY',
+    );
   const agent = await session.admin().updateAgent(handle, fields);
   session.print.out(() => `updated ${agentLine(agent)}`, agent);
 }
@@ -67,7 +81,8 @@ export async function agentRotate(session: Session, handle: string, options: { s
   const rotated = await session.admin().rotateAgentToken(handle);
   const file = storeAgentToken(session.ctx.profile, handle, rotated.token);
   session.print.out(
-    () => `rotated the token of ${handle}; stored in ${file}${options.showToken ? `\ntoken (shown once): ${rotated.token}` : ''}`,
+    () =>
+      `rotated the token of ${handle}; stored in ${file}${options.showToken ? `\ntoken (shown once): ${rotated.token}` : ''}`,
     { ...withoutToken(rotated, options.showToken === true), token_file: file },
   );
 }
@@ -87,16 +102,22 @@ export interface OrgFieldOptions {
 
 function orgFields(options: OrgFieldOptions): OrgInput {
   const fields: OrgInput = {};
-  if (options.retentionDays !== undefined) fields.retention_days = options.retentionDays === 'none' ? null : Number(options.retentionDays);
+  if (options.retentionDays !== undefined)
+    fields.retention_days = options.retentionDays === 'none' ? null : Number(options.retentionDays);
   if (options.contentGuard !== undefined) fields.content_guard = options.contentGuard as OrgInput['content_guard'];
-  if (options.maxAgents !== undefined) fields.max_agents = options.maxAgents === 'none' ? null : Number(options.maxAgents);
+  if (options.maxAgents !== undefined)
+    fields.max_agents = options.maxAgents === 'none' ? null : Number(options.maxAgents);
   return fields;
 }
 
 const orgLine = (o: Org) =>
   `${o.name} retention=${o.retention_days ?? 'forever'} guard=${o.content_guard} max_agents=${o.max_agents ?? '-'}${o.agent_count !== undefined ? ` agents=${o.agent_count}` : ''}`;
 
-export async function orgCreate(session: Session, name: string, options: OrgFieldOptions & { showToken?: boolean }): Promise<void> {
+export async function orgCreate(
+  session: Session,
+  name: string,
+  options: OrgFieldOptions & { showToken?: boolean },
+): Promise<void> {
   const org = await session.admin().createOrg(name, orgFields(options));
   session.print.out(
     () =>
@@ -117,7 +138,13 @@ export async function orgShow(session: Session, name: string): Promise<void> {
 
 export async function orgSet(session: Session, name: string, options: OrgFieldOptions): Promise<void> {
   const fields = orgFields(options);
-  if (Object.keys(fields).length === 0) throw new CliError('nothing to change', EXIT.USAGE, 'give --retention-days, --content-guard or --max-agents', 'EMPTY');
+  if (Object.keys(fields).length === 0)
+    throw new CliError(
+      'nothing to change',
+      EXIT.USAGE,
+      'give --retention-days, --content-guard or --max-agents',
+      'EMPTY',
+    );
   const org = await session.admin().updateOrg(name, fields);
   session.print.out(() => `updated org ${orgLine(org)}`, org);
 }
@@ -125,7 +152,8 @@ export async function orgSet(session: Session, name: string, options: OrgFieldOp
 export async function orgRotate(session: Session, name: string, options: { showToken?: boolean }): Promise<void> {
   const org = await session.admin().rotateOrgToken(name);
   session.print.out(
-    () => `rotated the admin token of org ${name}${options.showToken ? `\norg admin token (shown once): ${org.admin_token}` : ' (pass --show-token to see it)'}`,
+    () =>
+      `rotated the admin token of org ${name}${options.showToken ? `\norg admin token (shown once): ${org.admin_token}` : ' (pass --show-token to see it)'}`,
     withoutToken(org, options.showToken === true),
   );
 }

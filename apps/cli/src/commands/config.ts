@@ -11,7 +11,13 @@ function stdinToken(what: string): string {
   } catch {
     // no stdin
   }
-  if (!text) throw new CliError(`no ${what} on standard input`, EXIT.USAGE, `pipe it in, e.g. \`roost config token @a.b < token.txt\``, 'NO_INPUT');
+  if (!text)
+    throw new CliError(
+      `no ${what} on standard input`,
+      EXIT.USAGE,
+      `pipe it in, e.g. \`roost config token @a.b < token.txt\``,
+      'NO_INPUT',
+    );
   return text;
 }
 
@@ -28,24 +34,48 @@ export function show(session: Session): void {
     config_dir: ctx.configDir,
     state_dir: ctx.stateDir,
   };
-  session.print.out(() => Object.entries(view).map(([k, v]) => `${k}: ${typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v)}`).join('\n'), view);
+  session.print.out(
+    () =>
+      Object.entries(view)
+        .map(([k, v]) => `${k}: ${typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v)}`)
+        .join('\n'),
+    view,
+  );
 }
 
-export function profile(session: Session, name: string, options: { url?: string; agent?: string; default?: boolean }): void {
+export function profile(
+  session: Session,
+  name: string,
+  options: { url?: string; agent?: string; default?: boolean },
+): void {
   // `--url` is also a global option; commander hands it to whichever level parsed it.
   const url = options.url ?? session.options.url;
-  const file = saveProfile(name, { url: url?.replace(/\/+$/, ''), agent: options.agent ?? session.options.as }, options.default === true);
+  const file = saveProfile(
+    name,
+    { url: url?.replace(/\/+$/, ''), agent: options.agent ?? session.options.as },
+    options.default === true,
+  );
   session.print.out(`saved profile ${name} in ${file}`, { profile: name, file });
 }
 
 export function use(session: Session, handle: string, options: { dir?: string; profile?: string; url?: string }): void {
-  const file = saveDirConfig(resolve(options.dir ?? process.cwd()), { agent: handle, profile: options.profile, url: options.url });
-  session.print.out(`${handle} is the default agent under ${resolve(options.dir ?? process.cwd())} (${file})`, { agent: handle, file });
+  const file = saveDirConfig(resolve(options.dir ?? process.cwd()), {
+    agent: handle,
+    profile: options.profile,
+    url: options.url,
+  });
+  session.print.out(`${handle} is the default agent under ${resolve(options.dir ?? process.cwd())} (${file})`, {
+    agent: handle,
+    file,
+  });
 }
 
 export function token(session: Session, handle: string): void {
   const file = storeAgentToken(session.ctx.profile, handle, stdinToken('token'));
-  session.print.out(`stored the token of ${handle} (profile ${session.ctx.profile}) in ${file}`, { agent: handle, file });
+  session.print.out(`stored the token of ${handle} (profile ${session.ctx.profile}) in ${file}`, {
+    agent: handle,
+    file,
+  });
 }
 
 export function adminToken(session: Session): void {

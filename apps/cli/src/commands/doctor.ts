@@ -31,16 +31,27 @@ function probePush(url: string, token: string): Promise<{ ok: boolean; resume: b
       socket.terminate();
       resolve(result);
     };
-    const timer = setTimeout(() => finish({ ok: opened, resume: false, detail: opened ? 'push connected; no server-side resume (plain ASMTP: catch-up over REST)' : 'no answer' }), 2000);
+    const timer = setTimeout(
+      () =>
+        finish({
+          ok: opened,
+          resume: false,
+          detail: opened ? 'push connected; no server-side resume (plain ASMTP: catch-up over REST)' : 'no answer',
+        }),
+      2000,
+    );
     socket.on('open', () => (opened = true));
     socket.on('message', (data: WebSocket.RawData) => {
       try {
-        if ((JSON.parse((data as Buffer).toString()) as { op?: string }).op === 'replay.complete') finish({ ok: true, resume: true, detail: 'push connected; server-side resume offered' });
+        if ((JSON.parse((data as Buffer).toString()) as { op?: string }).op === 'replay.complete')
+          finish({ ok: true, resume: true, detail: 'push connected; server-side resume offered' });
       } catch {
         // ignore
       }
     });
-    socket.on('unexpected-response', (_req, res) => finish({ ok: false, resume: false, detail: `handshake refused with HTTP ${res.statusCode}` }));
+    socket.on('unexpected-response', (_req, res) =>
+      finish({ ok: false, resume: false, detail: `handshake refused with HTTP ${res.statusCode}` }),
+    );
     socket.on('error', (error) => finish({ ok: false, resume: false, detail: error.message }));
   });
 }
@@ -57,7 +68,11 @@ const executable = (file: string) => {
 /** Where a command word resolves: absolute as is, else the first executable on PATH. */
 function resolveCommand(word: string, path = process.env.PATH ?? ''): string | undefined {
   if (isAbsolute(word) || word.includes('/')) return executable(word) ? word : undefined;
-  return path.split(delimiter).filter(Boolean).map((dir) => join(dir, word)).find(executable);
+  return path
+    .split(delimiter)
+    .filter(Boolean)
+    .map((dir) => join(dir, word))
+    .find(executable);
 }
 
 /**
@@ -71,10 +86,25 @@ export function hookChecks(root: string): Check[] {
     if (!existsSync(file)) continue;
     let commands: string[];
     try {
-      const hooks = (JSON.parse(readFileSync(file, 'utf8')) as { hooks?: Record<string, Array<{ hooks?: Array<{ command?: unknown }> }>> }).hooks ?? {};
-      commands = Object.values(hooks).flatMap((groups) => (Array.isArray(groups) ? groups : []).flatMap((g) => (g.hooks ?? []).map((h) => h.command))).filter(isRoostHookCommand) as string[];
+      const hooks =
+        (
+          JSON.parse(readFileSync(file, 'utf8')) as {
+            hooks?: Record<string, Array<{ hooks?: Array<{ command?: unknown }> }>>;
+          }
+        ).hooks ?? {};
+      commands = Object.values(hooks)
+        .flatMap((groups) =>
+          (Array.isArray(groups) ? groups : []).flatMap((g) => (g.hooks ?? []).map((h) => h.command)),
+        )
+        .filter(isRoostHookCommand) as string[];
     } catch {
-      checks.push({ name: 'hooks', ok: false, detail: `${rel} is not valid JSON`, hint: 'fix it by hand, then rerun `roost install`', exit: EXIT.CONFIG });
+      checks.push({
+        name: 'hooks',
+        ok: false,
+        detail: `${rel} is not valid JSON`,
+        hint: 'fix it by hand, then rerun `roost install`',
+        exit: EXIT.CONFIG,
+      });
       continue;
     }
     for (const command of new Set(commands)) {
@@ -91,11 +121,21 @@ export function hookChecks(root: string): Check[] {
       if (!found) problem = `${exe ?? command} is not ${exe && !exe.includes('/') ? 'on PATH' : 'an executable file'}`;
       else if (!scriptOk) problem = `${script} does not exist`;
       if (problem) {
-        checks.push({ name: 'hooks', ok: false, detail: `${rel}: \`${command}\`: ${problem}`, hint: 'rerun `roost install` (it writes absolute paths)', exit: EXIT.CONFIG });
+        checks.push({
+          name: 'hooks',
+          ok: false,
+          detail: `${rel}: \`${command}\`: ${problem}`,
+          hint: 'rerun `roost install` (it writes absolute paths)',
+          exit: EXIT.CONFIG,
+        });
         break;
       }
       const viaPath = !isAbsolute(exe);
-      checks.push({ name: 'hooks', ok: true, detail: `${rel} runs ${found}${viaPath ? ' (found on this PATH; a harness with another PATH may not find it: rerun `roost install` for absolute paths)' : ''}` });
+      checks.push({
+        name: 'hooks',
+        ok: true,
+        detail: `${rel} runs ${found}${viaPath ? ' (found on this PATH; a harness with another PATH may not find it: rerun `roost install` for absolute paths)' : ''}`,
+      });
       break;
     }
   }
@@ -106,25 +146,52 @@ export async function doctor(session: Session): Promise<void> {
   const { ctx } = session;
   const checks: Check[] = [];
   const add = (check: Check) => checks.push(check);
-  add({ name: 'profile', ok: true, detail: `${ctx.profile}; url ${ctx.url} (from ${ctx.sources.url})${ctx.root ? `; folder defaults ${ctx.root}/.roost/config.json` : ''}` });
+  add({
+    name: 'profile',
+    ok: true,
+    detail: `${ctx.profile}; url ${ctx.url} (from ${ctx.sources.url})${ctx.root ? `; folder defaults ${ctx.root}/.roost/config.json` : ''}`,
+  });
   const creds = credentialsFile();
   if (ctx.root) for (const check of hookChecks(ctx.root)) add(check);
-  if (tooOpen(creds)) add({ name: 'credentials', ok: false, detail: `${creds} is readable by others`, hint: `chmod 600 ${creds}`, exit: EXIT.CONFIG });
+  if (tooOpen(creds))
+    add({
+      name: 'credentials',
+      ok: false,
+      detail: `${creds} is readable by others`,
+      hint: `chmod 600 ${creds}`,
+      exit: EXIT.CONFIG,
+    });
 
   let reachable = false;
   try {
     const health = await new RoostClient({ url: ctx.url, token: '', userAgent: USER_AGENT }).health();
     reachable = true;
-    add({ name: 'operator', ok: true, detail: `${ctx.url} answers: ${health.network} ${health.version}, up ${Math.round(health.uptime_ms / 1000)} s` });
+    add({
+      name: 'operator',
+      ok: true,
+      detail: `${ctx.url} answers: ${health.network} ${health.version}, up ${Math.round(health.uptime_ms / 1000)} s`,
+    });
   } catch (error) {
     const failure = toCliError(error, session.where);
     add({ name: 'operator', ok: false, detail: failure.message, hint: failure.hint, exit: failure.exitCode });
   }
 
   if (!ctx.agent) {
-    add({ name: 'agent', ok: false, detail: 'no agent selected', hint: 'pass --as @owner.name or run `roost config use @owner.name`', exit: EXIT.CONFIG });
+    add({
+      name: 'agent',
+      ok: false,
+      detail: 'no agent selected',
+      hint: 'pass --as @owner.name or run `roost config use @owner.name`',
+      exit: EXIT.CONFIG,
+    });
   } else if (!ctx.token) {
-    add({ name: 'token', ok: false, detail: `no token for ${ctx.agent} in profile ${ctx.profile}`, hint: `\`roost admin agent create ${ctx.agent}\` or \`roost config token ${ctx.agent}\``, exit: EXIT.CONFIG });
+    add({
+      name: 'token',
+      ok: false,
+      detail: `no token for ${ctx.agent} in profile ${ctx.profile}`,
+      hint: `\`roost admin agent create ${ctx.agent}\` or \`roost config token ${ctx.agent}\``,
+      exit: EXIT.CONFIG,
+    });
   } else if (reachable) {
     try {
       const me = await session.client().me();
@@ -132,7 +199,9 @@ export async function doctor(session: Session): Promise<void> {
       add({
         name: 'token',
         ok: same,
-        detail: same ? `accepted for ${ctx.agent} (from ${ctx.sources.token}; policy ${me.inbound_policy})` : `the token belongs to ${me.canonical_handle}, not ${ctx.agent}`,
+        detail: same
+          ? `accepted for ${ctx.agent} (from ${ctx.sources.token}; policy ${me.inbound_policy})`
+          : `the token belongs to ${me.canonical_handle}, not ${ctx.agent}`,
         hint: same ? undefined : `store the right token with \`roost config token ${ctx.agent}\``,
         exit: same ? undefined : EXIT.CONFIG,
       });
@@ -157,7 +226,12 @@ export async function doctor(session: Session): Promise<void> {
   }
 
   session.print.out(
-    () => checks.map((c) => `${c.ok ? 'ok  ' : 'FAIL'} ${c.name.padEnd(11)} ${c.detail}${c.hint ? `\n     hint: ${c.hint}` : ''}`).join('\n'),
+    () =>
+      checks
+        .map(
+          (c) => `${c.ok ? 'ok  ' : 'FAIL'} ${c.name.padEnd(11)} ${c.detail}${c.hint ? `\n     hint: ${c.hint}` : ''}`,
+        )
+        .join('\n'),
     { ok: checks.every((c) => c.ok), checks },
   );
   const failed = checks.find((c) => !c.ok);

@@ -1,13 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  FileCursorStore,
-  Listener,
-  ORIGIN,
-  type Cursor,
-  type ListenerEnd,
-  type RoostClient,
-} from '#client';
+import { FileCursorStore, Listener, ORIGIN, type Cursor, type ListenerEnd, type RoostClient } from '#client';
 import { CliError, EXIT } from '../output';
 import { USER_AGENT, type Session } from '../session';
 
@@ -29,7 +22,10 @@ export function cursorFile(session: Session, handle: string): string {
  * marked seen (up to 1,000, the cursor file's dedup bound), so nothing already read is replayed.
  * With no unread mail it starts at the newest envelope. Returns how many were skipped as read.
  */
-export async function seedCursor(client: RoostClient, file: string): Promise<{ cursor: Cursor | null; skipped: number }> {
+export async function seedCursor(
+  client: RoostClient,
+  file: string,
+): Promise<{ cursor: Cursor | null; skipped: number }> {
   const store = new FileCursorStore(file);
   const oldestUnread = (await client.mailbox({ unread: true, order: 'asc', limit: 1 })).envelope_headers[0];
   if (!oldestUnread) {
@@ -38,7 +34,13 @@ export async function seedCursor(client: RoostClient, file: string): Promise<{ c
     store.save({ cursor, recent: new Map() });
     return { cursor, skipped: 0 };
   }
-  const before = (await client.mailbox({ order: 'desc', limit: 1, after: { created_at: oldestUnread.created_at, envelope_id: oldestUnread.id } })).envelope_headers[0];
+  const before = (
+    await client.mailbox({
+      order: 'desc',
+      limit: 1,
+      after: { created_at: oldestUnread.created_at, envelope_id: oldestUnread.id },
+    })
+  ).envelope_headers[0];
   const cursor = before ? { created_at: before.created_at, envelope_id: before.id } : ORIGIN;
   const read = (await client.mailbox({ unread: false, order: 'asc', limit: 1000, after: cursor })).envelope_headers;
   store.save({ cursor, recent: new Map(read.map((h) => [h.id, h.created_at])) });
@@ -80,7 +82,11 @@ export async function listen(session: Session, options: ListenOptions): Promise<
         case 'retry':
           return note(`reconnecting in ${event.delayMs} ms (${event.failures} failed in a row)`);
         case 'resume':
-          return note(event.supported ? `resumed from the cursor (${event.replayed ?? 0} replayed)` : 'operator does not resume: catching up over REST');
+          return note(
+            event.supported
+              ? `resumed from the cursor (${event.replayed ?? 0} replayed)`
+              : 'operator does not resume: catching up over REST',
+          );
         case 'catchup':
           return note(`caught up: ${event.delivered} header(s) in ${event.pages} page(s)`);
         case 'dropped':
@@ -98,7 +104,24 @@ export async function listen(session: Session, options: ListenOptions): Promise<
   listener.start();
   const end: ListenerEnd = await listener.done;
   if (end === 'stopped') return;
-  if (end === 'revoked') throw new CliError('the operator closed the socket: token revoked (4001)', EXIT.REVOKED, `get a new token with \`roost admin agent rotate-token ${handle}\``, 'REVOKED');
-  if (end === 'unauthorized') throw new CliError(`the operator refused the token of ${handle}`, EXIT.UNAUTHORIZED, `rotate it with \`roost admin agent rotate-token ${handle}\`, or pass --token`, 'UNAUTHORIZED');
-  throw new CliError(`gave up after ${options.maxAttempts} failed attempts`, EXIT.UNREACHABLE, 'is the operator running? check with `roost doctor`', 'GAVE_UP');
+  if (end === 'revoked')
+    throw new CliError(
+      'the operator closed the socket: token revoked (4001)',
+      EXIT.REVOKED,
+      `get a new token with \`roost admin agent rotate-token ${handle}\``,
+      'REVOKED',
+    );
+  if (end === 'unauthorized')
+    throw new CliError(
+      `the operator refused the token of ${handle}`,
+      EXIT.UNAUTHORIZED,
+      `rotate it with \`roost admin agent rotate-token ${handle}\`, or pass --token`,
+      'UNAUTHORIZED',
+    );
+  throw new CliError(
+    `gave up after ${options.maxAttempts} failed attempts`,
+    EXIT.UNREACHABLE,
+    'is the operator running? check with `roost doctor`',
+    'GAVE_UP',
+  );
 }

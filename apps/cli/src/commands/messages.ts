@@ -79,7 +79,13 @@ async function parts(session: Session, options: ComposeOptions): Promise<Content
     const uploaded = await session.client().uploadFile(bytes, basename(path), mime);
     out.push(
       kind === 'file'
-        ? { type: 'file', file_id: uploaded.id, name: uploaded.filename, mime_type: uploaded.content_type, size: uploaded.size_bytes }
+        ? {
+            type: 'file',
+            file_id: uploaded.id,
+            name: uploaded.filename,
+            mime_type: uploaded.content_type,
+            size: uploaded.size_bytes,
+          }
         : { type: 'image', file_id: uploaded.id, mime_type: uploaded.content_type },
     );
   }
@@ -88,14 +94,20 @@ async function parts(session: Session, options: ComposeOptions): Promise<Content
     try {
       value = JSON.parse(data);
     } catch {
-      throw new CliError(`--data is not JSON: ${data}`, EXIT.USAGE, 'pass a JSON object, e.g. --data \'{"k":1}\'', 'BAD_DATA');
+      throw new CliError(
+        `--data is not JSON: ${data}`,
+        EXIT.USAGE,
+        'pass a JSON object, e.g. --data \'{"k":1}\'',
+        'BAD_DATA',
+      );
     }
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
       throw new CliError('--data must be a JSON object', EXIT.USAGE, undefined, 'BAD_DATA');
     }
     out.push({ type: 'data', data: value as Record<string, unknown> });
   }
-  if (out.length === 0) throw new CliError('nothing to send', EXIT.USAGE, 'give --text "…", --stdin, --data, --file or --image', 'EMPTY');
+  if (out.length === 0)
+    throw new CliError('nothing to send', EXIT.USAGE, 'give --text "…", --stdin, --data, --file or --image', 'EMPTY');
   return out;
 }
 
@@ -146,8 +158,16 @@ export async function reply(session: Session, id: string, options: ComposeOption
   const original = await client.message(await resolveId(client, id));
   const me = session.requireAgent();
   const to = original.from === me ? original.to : [original.from];
-  const cc = options.all ? [...new Set([...original.to, ...(original.cc ?? [])])].filter((h) => h !== me && !to.includes(h)) : [];
-  const subject = options.subject ?? (original.subject === undefined ? undefined : /^re:/i.test(original.subject) ? original.subject : `Re: ${original.subject}`);
+  const cc = options.all
+    ? [...new Set([...original.to, ...(original.cc ?? [])])].filter((h) => h !== me && !to.includes(h))
+    : [];
+  const subject =
+    options.subject ??
+    (original.subject === undefined
+      ? undefined
+      : /^re:/i.test(original.subject)
+        ? original.subject
+        : `Re: ${original.subject}`);
   const accepted = await client.send({
     ...draftFields(options),
     to,
@@ -163,13 +183,20 @@ export async function reply(session: Session, id: string, options: ComposeOption
 export async function inbox(session: Session, options: { all?: boolean; limit?: string }): Promise<void> {
   const client = session.client();
   const limit = options.limit ? Number(options.limit) : 200;
-  if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new CliError('--limit must be 1–1000', EXIT.USAGE, undefined, 'BAD_LIMIT');
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+    throw new CliError('--limit must be 1–1000', EXIT.USAGE, undefined, 'BAD_LIMIT');
   const page = await client.mailbox({ unread: options.all ? undefined : true, order: 'asc', limit });
   const headers = page.envelope_headers;
-  session.print.out(() => (options.all && headers.length ? triageBlock(headers).replace(' unread ', ' ') : triageBlock(headers, Date.now(), page.next_cursor !== null)), {
-    headers,
-    more: page.next_cursor !== null,
-  });
+  session.print.out(
+    () =>
+      options.all && headers.length
+        ? triageBlock(headers).replace(' unread ', ' ')
+        : triageBlock(headers, Date.now(), page.next_cursor !== null),
+    {
+      headers,
+      more: page.next_cursor !== null,
+    },
+  );
 }
 
 export async function show(session: Session, ids: string[]): Promise<void> {
@@ -178,7 +205,10 @@ export async function show(session: Session, ids: string[]): Promise<void> {
   for (const id of ids) full.push(await resolveId(client, id));
   const envelopes: StoredEnvelope[] = await client.messages(full);
   const missing = full.filter((id) => !envelopes.some((e) => e.id === id));
-  session.print.out(() => envelopes.map(renderEnvelope).join('\n---\n'), envelopes.length === 1 && ids.length === 1 ? envelopes[0] : { envelopes, missing });
+  session.print.out(
+    () => envelopes.map(renderEnvelope).join('\n---\n'),
+    envelopes.length === 1 && ids.length === 1 ? envelopes[0] : { envelopes, missing },
+  );
   if (missing.length) {
     throw new CliError(`not found or not yours: ${missing.join(', ')}`, EXIT.NOT_FOUND, 'check the id', 'NOT_FOUND');
   }
@@ -192,13 +222,27 @@ export async function read(session: Session, ids: string[]): Promise<void> {
   session.print.out(() => `marked ${marked.length} read`, { read: marked });
 }
 
-export async function receipt(session: Session, id: string, status: string, options: { note?: string; id?: string }): Promise<void> {
+export async function receipt(
+  session: Session,
+  id: string,
+  status: string,
+  options: { note?: string; id?: string },
+): Promise<void> {
   if (!RECEIPT_STATUSES.includes(status as ReceiptStatus)) {
-    throw new CliError(`unknown receipt status ${status}`, EXIT.USAGE, `one of ${RECEIPT_STATUSES.join(', ')}`, 'BAD_STATUS');
+    throw new CliError(
+      `unknown receipt status ${status}`,
+      EXIT.USAGE,
+      `one of ${RECEIPT_STATUSES.join(', ')}`,
+      'BAD_STATUS',
+    );
   }
   const client = session.client();
   const envelopeId = await resolveId(client, id);
-  const posted = await client.postReceipt(envelopeId, { status: status as ReceiptStatus, ...(options.note ? { note: options.note } : {}), ...(options.id ? { id: options.id } : {}) });
+  const posted = await client.postReceipt(envelopeId, {
+    status: status as ReceiptStatus,
+    ...(options.note ? { note: options.note } : {}),
+    ...(options.id ? { id: options.id } : {}),
+  });
   session.print.out(() => `receipt ${posted.status} for ${envelopeId} (${posted.id})`, posted);
 }
 
@@ -210,8 +254,18 @@ export async function status(session: Session, id: string): Promise<void> {
     () =>
       [
         `${envelopeId}:`,
-        ...delivery.recipients.map((r) => `  ${r.handle} ${r.read ? 'read' : 'unread'} ${r.status ?? '-'} ${new Date(r.updated_at).toISOString()}`),
-        ...(receipts.length ? ['receipts:', ...receipts.map((r) => `  ${new Date(r.created_at).toISOString()} ${r.from} ${r.status}${r.note ? ` — ${r.note}` : ''}`)] : []),
+        ...delivery.recipients.map(
+          (r) =>
+            `  ${r.handle} ${r.read ? 'read' : 'unread'} ${r.status ?? '-'} ${new Date(r.updated_at).toISOString()}`,
+        ),
+        ...(receipts.length
+          ? [
+              'receipts:',
+              ...receipts.map(
+                (r) => `  ${new Date(r.created_at).toISOString()} ${r.from} ${r.status}${r.note ? ` — ${r.note}` : ''}`,
+              ),
+            ]
+          : []),
       ].join('\n'),
     { ...delivery, receipts },
   );

@@ -3,13 +3,23 @@ import { join } from 'node:path';
 import { deterministicUlid, partText, RoostClient, RoostError, type StoredEnvelope } from '#client';
 import { credentialsFile, readJson, type Credentials } from '../config';
 import { CliError, EXIT } from '../output';
-import { AliasMap, deriveThread, importId, readLog, refusalSummary, sampId, type Refusal, type SampRecord } from '../samp';
+import {
+  AliasMap,
+  deriveThread,
+  importId,
+  readLog,
+  refusalSummary,
+  sampId,
+  type Refusal,
+  type SampRecord,
+} from '../samp';
 import { USER_AGENT, type Session } from '../session';
 
 const LOG_RE = /^log-(.+)\.jsonl$/;
 
 function logFiles(dir: string): Array<{ alias: string; file: string }> {
-  if (!existsSync(dir)) throw new CliError(`${dir} does not exist`, EXIT.USAGE, 'give the SAMP directory ($AGENT_MESSAGE_DIR)', 'NO_DIR');
+  if (!existsSync(dir))
+    throw new CliError(`${dir} does not exist`, EXIT.USAGE, 'give the SAMP directory ($AGENT_MESSAGE_DIR)', 'NO_DIR');
   return readdirSync(dir)
     .map((name) => LOG_RE.exec(name))
     .filter((m): m is RegExpExecArray => m !== null)
@@ -32,7 +42,11 @@ export function recordEnvelope(record: SampRecord, fromHandle: string, to: strin
  * sender's token: the acting agent's, or one stored in this profile's credentials (`roost admin
  * agent create` stores them). Records whose sender has no token here are counted as skipped.
  */
-export async function importDir(session: Session, dir: string, options: { owner?: string; map?: string[] }): Promise<void> {
+export async function importDir(
+  session: Session,
+  dir: string,
+  options: { owner?: string; map?: string[] },
+): Promise<void> {
   const owner = options.owner ?? session.ctx.agent?.slice(1, session.ctx.agent.indexOf('.'));
   let aliases: AliasMap;
   try {
@@ -43,7 +57,14 @@ export async function importDir(session: Session, dir: string, options: { owner?
   const stored = readJson<Credentials>(credentialsFile())?.profiles?.[session.ctx.profile]?.agents ?? {};
   const tokens = new Map<string, string>(Object.entries(stored));
   if (session.ctx.agent && session.ctx.token) tokens.set(session.ctx.agent, session.ctx.token);
-  const summary = { posted: 0, replayed: 0, skipped_no_token: 0, skipped_unmapped: 0, malformed: 0, refused: [] as Refusal[] };
+  const summary = {
+    posted: 0,
+    replayed: 0,
+    skipped_no_token: 0,
+    skipped_unmapped: 0,
+    malformed: 0,
+    refused: [] as Refusal[],
+  };
   for (const { alias, file } of logFiles(dir)) {
     const { records, skipped } = readLog(readFileSync(file, 'utf8'));
     summary.malformed += skipped.length;
@@ -95,7 +116,13 @@ export async function importDir(session: Session, dir: string, options: { owner?
       `imported ${summary.posted} new, ${summary.replayed} already there; skipped ${summary.skipped_no_token} (no token for the sender), ${summary.skipped_unmapped} (unmapped alias), ${summary.malformed} malformed${refusals ? `\n${refusals.text}` : ''}`,
     summary,
   );
-  if (refusals) throw new CliError(`${summary.refused.length} record(s) refused by the operator`, EXIT.REJECTED, refusals.hint, 'REFUSED');
+  if (refusals)
+    throw new CliError(
+      `${summary.refused.length} record(s) refused by the operator`,
+      EXIT.REJECTED,
+      refusals.hint,
+      'REFUSED',
+    );
 }
 
 /** SAMP records of one envelope: one per recipient (SAMP has a single `to`). */
@@ -106,7 +133,16 @@ export function envelopeRecords(envelope: StoredEnvelope, aliases: AliasMap): Sa
   return [...new Set([...envelope.to, ...(envelope.cc ?? [])])].map((handle) => {
     const to = aliases.alias(handle);
     const thread = envelope.subject && envelope.subject !== '' ? envelope.subject : deriveThread(from, ts, body);
-    return { id: sampId({ ts, from, to, thread, body }), ts, from, to, thread, body, asmtp_id: envelope.id, asmtp_from: envelope.from };
+    return {
+      id: sampId({ ts, from, to, thread, body }),
+      ts,
+      from,
+      to,
+      thread,
+      body,
+      asmtp_id: envelope.id,
+      asmtp_from: envelope.from,
+    };
   });
 }
 
@@ -134,11 +170,24 @@ export async function exportDir(session: Session, dir: string, options: { map?: 
       const file = join(dir, `log-${record.from}.jsonl`);
       const ids = present(file);
       if (ids.has(record.id)) continue;
-      const line = { id: record.id, ts: record.ts, from: record.from, to: record.to, thread: record.thread, body: record.body, asmtp_id: record.asmtp_id, asmtp_from: record.asmtp_from };
+      const line = {
+        id: record.id,
+        ts: record.ts,
+        from: record.from,
+        to: record.to,
+        thread: record.thread,
+        body: record.body,
+        asmtp_id: record.asmtp_id,
+        asmtp_from: record.asmtp_from,
+      };
       appendFileSync(file, `${JSON.stringify(line)}\n`);
       ids.add(record.id);
       written++;
     }
   }
-  session.print.out(() => `exported ${written} record(s) from ${envelopes.length} envelope(s) to ${dir}`, { written, envelopes: envelopes.length, dir });
+  session.print.out(() => `exported ${written} record(s) from ${envelopes.length} envelope(s) to ${dir}`, {
+    written,
+    envelopes: envelopes.length,
+    dir,
+  });
 }

@@ -24,18 +24,28 @@ describe('schedule create: local checks', () => {
   it('honours ROOST_SCHEDULE_MIN_INTERVAL_MS from the environment', () => {
     expect(minIntervalMs({ ROOST_SCHEDULE_MIN_INTERVAL_MS: '1000' })).toBe(1000);
     expect(minIntervalMs({ ROOST_SCHEDULE_MIN_INTERVAL_MS: 'x' })).toBe(60_000);
-    expect(scheduleInput(['@a.b'], { ...base, every: '5s', count: '2' }, 0, { ROOST_SCHEDULE_MIN_INTERVAL_MS: '1000' }).interval_ms).toBe(5000);
+    expect(
+      scheduleInput(['@a.b'], { ...base, every: '5s', count: '2' }, 0, { ROOST_SCHEDULE_MIN_INTERVAL_MS: '1000' })
+        .interval_ms,
+    ).toBe(5000);
   });
 
   it('a repeating schedule needs --count or --until', () => {
-    expect(refusal(() => scheduleInput(['@a.b'], { ...base, every: '1h' }, 0, {})).message).toBe('a repeating schedule needs --count or --until');
-    expect(scheduleInput(['@a.b'], { ...base, every: '1h', until: '2d' }, 0, {})).toMatchObject({ interval_ms: 3_600_000, end_at: 172_800_000 });
+    expect(refusal(() => scheduleInput(['@a.b'], { ...base, every: '1h' }, 0, {})).message).toBe(
+      'a repeating schedule needs --count or --until',
+    );
+    expect(scheduleInput(['@a.b'], { ...base, every: '1h', until: '2d' }, 0, {})).toMatchObject({
+      interval_ms: 3_600_000,
+      end_at: 172_800_000,
+    });
     expect(scheduleInput(['@a.b'], { ...base, at: '10m' }, 0, {})).toMatchObject({ start_at: 600_000 });
   });
 
   it('checks handles and --count before any request', () => {
     expect(refusal(() => scheduleInput(['bob'], { ...base, at: '1m' }, 0, {})).exitCode).toBe(2);
-    expect(refusal(() => scheduleInput(['@a.b'], { ...base, every: '1h', count: '0' }, 0, {})).message).toMatch(/--count/);
+    expect(refusal(() => scheduleInput(['@a.b'], { ...base, every: '1h', count: '0' }, 0, {})).message).toMatch(
+      /--count/,
+    );
   });
 });
 
@@ -58,7 +68,8 @@ describe('schedule lines', () => {
 
   it('lead with the short id and show next= only while the schedule can run', () => {
     expect(scheduleLine(schedule)).toBe('2V4X6Y active to=@a.b every=1h next=1970-01-01T00:16:40.000Z sent=0/3');
-    for (const status of ['cancelled', 'completed', 'failed'] as const) expect(scheduleLine({ ...schedule, status })).not.toContain('next=');
+    for (const status of ['cancelled', 'completed', 'failed'] as const)
+      expect(scheduleLine({ ...schedule, status })).not.toContain('next=');
     expect(scheduleLine({ ...schedule, status: 'paused' })).toContain('next=');
   });
 

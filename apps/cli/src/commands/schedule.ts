@@ -28,7 +28,12 @@ const when = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOStrin
 
 /** `1h`, `90s`, `1500ms`: the largest unit that divides the interval. */
 export function durationText(ms: number): string {
-  for (const [unit, size] of [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) {
+  for (const [unit, size] of [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ] as const) {
     if (ms % size === 0) return `${ms / size}${unit}`;
   }
   return `${ms}ms`;
@@ -49,7 +54,9 @@ export const scheduleLine = (s: Schedule) =>
 
 /** The human view of `schedule show`. */
 export function scheduleView(s: Schedule): string {
-  const text = s.envelope.content_parts.map((p) => (p.type === 'text' ? String((p as { text: string }).text) : `[${p.type}]`)).join(' ');
+  const text = s.envelope.content_parts
+    .map((p) => (p.type === 'text' ? String((p as { text: string }).text) : `[${p.type}]`))
+    .join(' ');
   const rows: Array<[string, string | undefined]> = [
     ['schedule', `${s.id} (${shortId(s.id)})`],
     ['status', s.status],
@@ -65,11 +72,19 @@ export function scheduleView(s: Schedule): string {
     ['last error', s.last_error ?? undefined],
     ['created', when(s.created_at)],
   ];
-  return rows.filter(([, value]) => value !== undefined && value !== '').map(([key, value]) => `${`${key}:`.padEnd(12)}${value}`).join('\n');
+  return rows
+    .filter(([, value]) => value !== undefined && value !== '')
+    .map(([key, value]) => `${`${key}:`.padEnd(12)}${value}`)
+    .join('\n');
 }
 
 /** The schedule input after the CLI's own checks, so a mistake never needs a round trip. */
-export function scheduleInput(to: string[], options: ScheduleOptions, now = Date.now(), env: NodeJS.ProcessEnv = process.env): ScheduleInput {
+export function scheduleInput(
+  to: string[],
+  options: ScheduleOptions,
+  now = Date.now(),
+  env: NodeJS.ProcessEnv = process.env,
+): ScheduleInput {
   requireHandles(to, 'recipient');
   requireHandles(options.cc, '--cc');
   const data = (options.data ?? []).map((d) => {
@@ -82,7 +97,12 @@ export function scheduleInput(to: string[], options: ScheduleOptions, now = Date
   const content_parts = [...(options.text ?? []).map((text) => ({ type: 'text' as const, text })), ...data];
   if (content_parts.length === 0) throw new CliError('nothing to send', EXIT.USAGE, 'give --text or --data', 'EMPTY');
   if (!options.every && !options.at) {
-    throw new CliError('a schedule needs --at (one delayed send) or --every (repeating)', EXIT.USAGE, 'e.g. --at 10m, --at 2030-01-01T09:00:00Z, --every 1h --count 5', 'BAD_SCHEDULE');
+    throw new CliError(
+      'a schedule needs --at (one delayed send) or --every (repeating)',
+      EXIT.USAGE,
+      'e.g. --at 10m, --at 2030-01-01T09:00:00Z, --every 1h --count 5',
+      'BAD_SCHEDULE',
+    );
   }
   const input: ScheduleInput = {
     envelope: {
@@ -105,7 +125,12 @@ export function scheduleInput(to: string[], options: ScheduleOptions, now = Date
       );
     }
     if (options.count === undefined && options.until === undefined) {
-      throw new CliError('a repeating schedule needs --count or --until', EXIT.USAGE, `e.g. --every ${options.every} --count 5, or --every ${options.every} --until 2030-01-01T09:00:00Z`, 'BAD_SCHEDULE');
+      throw new CliError(
+        'a repeating schedule needs --count or --until',
+        EXIT.USAGE,
+        `e.g. --every ${options.every} --count 5, or --every ${options.every} --until 2030-01-01T09:00:00Z`,
+        'BAD_SCHEDULE',
+      );
     }
     input.interval_ms = interval;
   }
@@ -122,7 +147,9 @@ function scheduleRefusal(error: unknown): unknown {
     .replace(/\bmax_count\b/g, '--count')
     .replace(/\bend_at\b/g, '--until')
     .replace(/\bstart_at\b/g, '--at');
-  const hint = /--every/.test(words) ? "the operator's minimum interval is its ROOST_SCHEDULE_MIN_INTERVAL_MS setting" : undefined;
+  const hint = /--every/.test(words)
+    ? "the operator's minimum interval is its ROOST_SCHEDULE_MIN_INTERVAL_MS setting"
+    : undefined;
   return new CliError(`refused (400 INVALID_SCHEDULE): ${words}`, EXIT.REJECTED, hint, error.code);
 }
 
@@ -131,19 +158,40 @@ export async function resolveScheduleId(session: Session, id: string): Promise<s
   if (/^sch_01[0-9A-HJKMNP-TV-Z]{24}$/i.test(id)) return `sch_${id.slice(4).toUpperCase()}`;
   const wanted = id.toUpperCase();
   if (!/^[0-9A-HJKMNP-TV-Z]{4,26}$/.test(wanted)) {
-    throw new CliError(`${id} is neither a schedule id nor a short id`, EXIT.USAGE, 'use sch_… or the short id `roost schedule list` shows', 'BAD_ID');
+    throw new CliError(
+      `${id} is neither a schedule id nor a short id`,
+      EXIT.USAGE,
+      'use sch_… or the short id `roost schedule list` shows',
+      'BAD_ID',
+    );
   }
-  const matches = (await session.client().schedules()).filter((s) => s.id.toUpperCase().endsWith(wanted)).map((s) => s.id);
+  const matches = (await session.client().schedules())
+    .filter((s) => s.id.toUpperCase().endsWith(wanted))
+    .map((s) => s.id);
   if (matches.length === 1) return matches[0];
-  if (matches.length === 0) throw new CliError(`no schedule of yours ends in ${wanted}`, EXIT.NOT_FOUND, 'see `roost schedule list`', 'NOT_FOUND');
-  throw new CliError(`${wanted} is ambiguous: ${matches.join(', ')}`, EXIT.USAGE, 'use more characters, or the full id', 'AMBIGUOUS_ID');
+  if (matches.length === 0)
+    throw new CliError(
+      `no schedule of yours ends in ${wanted}`,
+      EXIT.NOT_FOUND,
+      'see `roost schedule list`',
+      'NOT_FOUND',
+    );
+  throw new CliError(
+    `${wanted} is ambiguous: ${matches.join(', ')}`,
+    EXIT.USAGE,
+    'use more characters, or the full id',
+    'AMBIGUOUS_ID',
+  );
 }
 
 export async function create(session: Session, to: string[], options: ScheduleOptions): Promise<void> {
   const input = scheduleInput(to, options);
-  const schedule = await session.client().createSchedule(input).catch((error: unknown) => {
-    throw scheduleRefusal(error);
-  });
+  const schedule = await session
+    .client()
+    .createSchedule(input)
+    .catch((error: unknown) => {
+      throw scheduleRefusal(error);
+    });
   session.print.out(() => `created ${schedule.id}\n${scheduleLine(schedule)}`, schedule);
 }
 

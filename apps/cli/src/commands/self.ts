@@ -1,14 +1,6 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
-import {
-  age,
-  shortId,
-  subjectText,
-  triageLine,
-  type AgentSelf,
-  type AgentSelfPatch,
-  type Header,
-} from '#client';
+import { age, shortId, subjectText, triageLine, type AgentSelf, type AgentSelfPatch, type Header } from '#client';
 import { positiveInt, requireAllowlistEntry, requireHandle } from '../args';
 import { CliError, EXIT } from '../output';
 import type { Session } from '../session';
@@ -28,10 +20,18 @@ export function agentView(agent: AgentSelf): string {
     ['description', agent.description],
     ['policy', agent.inbound_policy],
     ['visibility', agent.visibility],
-    ['card', agent.card_body === null || agent.card_body === '' ? null : `${String(agent.card_body).split('\n').length} line(s): roost agents card ${agent.canonical_handle}`],
+    [
+      'card',
+      agent.card_body === null || agent.card_body === ''
+        ? null
+        : `${String(agent.card_body).split('\n').length} line(s): roost agents card ${agent.canonical_handle}`,
+    ],
     ['updated', ago(agent.updated_at)],
   ];
-  return rows.filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => `${`${k}:`.padEnd(14)}${String(v)}`).join('\n');
+  return rows
+    .filter(([, v]) => v !== null && v !== undefined)
+    .map(([k, v]) => `${`${k}:`.padEnd(14)}${String(v)}`)
+    .join('\n');
 }
 
 // --- me ---------------------------------------------------------------------------------------
@@ -52,16 +52,28 @@ export async function meUpdate(session: Session, options: MeUpdateOptions): Prom
   const patch: AgentSelfPatch = {};
   if (options.displayName !== undefined) patch.display_name = options.displayName;
   if (options.description !== undefined) patch.description = options.description === '' ? null : options.description;
-  if (options.card !== undefined && options.cardFile !== undefined) throw new CliError('give --card or --card-file, not both', EXIT.USAGE, undefined, 'BAD_OPTION');
+  if (options.card !== undefined && options.cardFile !== undefined)
+    throw new CliError('give --card or --card-file, not both', EXIT.USAGE, undefined, 'BAD_OPTION');
   if (options.card !== undefined) patch.card_body = options.card === '' ? null : options.card;
   if (options.cardFile !== undefined) {
     try {
       patch.card_body = readFileSync(options.cardFile, 'utf8');
     } catch (error) {
-      throw new CliError(`cannot read ${options.cardFile}: ${(error as Error).message}`, EXIT.USAGE, undefined, 'BAD_FILE');
+      throw new CliError(
+        `cannot read ${options.cardFile}: ${(error as Error).message}`,
+        EXIT.USAGE,
+        undefined,
+        'BAD_FILE',
+      );
     }
   }
-  if (Object.keys(patch).length === 0) throw new CliError('nothing to change', EXIT.USAGE, 'give --display-name, --description, --card or --card-file', 'EMPTY');
+  if (Object.keys(patch).length === 0)
+    throw new CliError(
+      'nothing to change',
+      EXIT.USAGE,
+      'give --display-name, --description, --card or --card-file',
+      'EMPTY',
+    );
   const me = await session.client().updateMe(patch);
   session.print.out(() => agentView(me), me);
 }
@@ -86,7 +98,10 @@ export async function allowlistRemove(session: Session, entry: string): Promise<
 export async function block(session: Session, handle: string): Promise<void> {
   requireHandle(handle, 'block target');
   const blocked = await session.client().block(handle);
-  session.print.out(() => `blocked ${blocked.blocked_handle} since ${new Date(blocked.created_at).toISOString()}`, blocked);
+  session.print.out(
+    () => `blocked ${blocked.blocked_handle} since ${new Date(blocked.created_at).toISOString()}`,
+    blocked,
+  );
 }
 
 export async function unblock(session: Session, handle: string): Promise<void> {
@@ -96,11 +111,16 @@ export async function unblock(session: Session, handle: string): Promise<void> {
 }
 
 export async function blocks(session: Session, options: { limit?: string; cursor?: string }): Promise<void> {
-  const page = await session.client().blocks({ limit: positiveInt(options.limit, '--limit', 100), ...(options.cursor ? { cursor: options.cursor } : {}) });
+  const page = await session.client().blocks({
+    limit: positiveInt(options.limit, '--limit', 100),
+    ...(options.cursor ? { cursor: options.cursor } : {}),
+  });
   session.print.out(
     () =>
       [
-        ...(page.blocks.length ? page.blocks.map((b) => `${b.blocked_handle} ${new Date(b.created_at).toISOString()}`) : ['no blocks']),
+        ...(page.blocks.length
+          ? page.blocks.map((b) => `${b.blocked_handle} ${new Date(b.created_at).toISOString()}`)
+          : ['no blocks']),
         ...(page.next_cursor ? [`more: --cursor ${page.next_cursor}`] : []),
       ].join('\n'),
     page,
@@ -121,12 +141,21 @@ export async function agentsCard(session: Session, handle: string): Promise<void
   session.print.out(() => (card === '' ? `${handle} has no card` : card), { handle, card_body: card });
 }
 
-export async function agentsSearch(session: Session, query: string, options: { limit?: string; cursor?: string }): Promise<void> {
-  const page = await session.client().searchAgents(query, { limit: positiveInt(options.limit, '--limit', 50), ...(options.cursor ? { cursor: options.cursor } : {}) });
+export async function agentsSearch(
+  session: Session,
+  query: string,
+  options: { limit?: string; cursor?: string },
+): Promise<void> {
+  const page = await session.client().searchAgents(query, {
+    limit: positiveInt(options.limit, '--limit', 50),
+    ...(options.cursor ? { cursor: options.cursor } : {}),
+  });
   session.print.out(
     () =>
       [
-        ...(page.agents.length ? page.agents.map((a) => `${a.canonical_handle} ${JSON.stringify(a.display_name)}`) : ['no agents found']),
+        ...(page.agents.length
+          ? page.agents.map((a) => `${a.canonical_handle} ${JSON.stringify(a.display_name)}`)
+          : ['no agents found']),
         ...(page.next_cursor ? [`more: --cursor ${page.next_cursor}`] : []),
       ].join('\n'),
     page,
@@ -135,7 +164,11 @@ export async function agentsSearch(session: Session, query: string, options: { l
 
 // --- search -----------------------------------------------------------------------------------
 
-export async function search(session: Session, query: string, options: { scope?: string; limit?: string }): Promise<void> {
+export async function search(
+  session: Session,
+  query: string,
+  options: { scope?: string; limit?: string },
+): Promise<void> {
   const limit = positiveInt(options.limit, '--limit', 50);
   if (options.scope === 'agents') return agentsSearch(session, query, { limit: options.limit });
   const hits = await session.client().searchMessages(query, limit);
@@ -143,7 +176,13 @@ export async function search(session: Session, query: string, options: { scope?:
   session.print.out(
     () =>
       hits.length
-        ? [`${hits.length} found (id age from subject to):`, ...hits.map((h) => `${shortId(h.envelope_id)} ${age(now - h.created_at)} ${h.sender_handle} ${subjectText(h.subject ?? undefined)} to=${h.recipient_handles.join(',')}`)].join('\n')
+        ? [
+            `${hits.length} found (id age from subject to):`,
+            ...hits.map(
+              (h) =>
+                `${shortId(h.envelope_id)} ${age(now - h.created_at)} ${h.sender_handle} ${subjectText(h.subject ?? undefined)} to=${h.recipient_handles.join(',')}`,
+            ),
+          ].join('\n')
         : 'nothing found',
     { envelopes: hits },
   );
@@ -160,17 +199,34 @@ export function directedLine(header: Header & { direction?: string; unread?: boo
   return `${triageLine(header, now)}${header.unread ? ' unread' : ''}`;
 }
 
-export async function mailbox(session: Session, options: { direction?: string; limit?: string; unread?: boolean; order?: string }): Promise<void> {
+export async function mailbox(
+  session: Session,
+  options: { direction?: string; limit?: string; unread?: boolean; order?: string },
+): Promise<void> {
   const direction = (options.direction ?? 'out') as 'in' | 'out' | 'both';
-  if (!['in', 'out', 'both'].includes(direction)) throw new CliError('--direction must be in, out or both', EXIT.USAGE, undefined, 'BAD_OPTION');
-  if (options.unread && direction !== 'in') throw new CliError('--unread only applies to --direction in', EXIT.USAGE, undefined, 'BAD_OPTION');
+  if (!['in', 'out', 'both'].includes(direction))
+    throw new CliError('--direction must be in, out or both', EXIT.USAGE, undefined, 'BAD_OPTION');
+  if (options.unread && direction !== 'in')
+    throw new CliError('--unread only applies to --direction in', EXIT.USAGE, undefined, 'BAD_OPTION');
   const order = (options.order ?? 'desc') as 'asc' | 'desc';
-  if (order !== 'asc' && order !== 'desc') throw new CliError('--order must be asc or desc', EXIT.USAGE, undefined, 'BAD_OPTION');
-  const page = await session.client().mailbox({ direction, order, limit: positiveInt(options.limit, '--limit', 1000) ?? 50, ...(options.unread ? { unread: true } : {}) });
+  if (order !== 'asc' && order !== 'desc')
+    throw new CliError('--order must be asc or desc', EXIT.USAGE, undefined, 'BAD_OPTION');
+  const page = await session.client().mailbox({
+    direction,
+    order,
+    limit: positiveInt(options.limit, '--limit', 1000) ?? 50,
+    ...(options.unread ? { unread: true } : {}),
+  });
   const now = Date.now();
   const headers = page.envelope_headers as Array<Header & { direction?: string; unread?: boolean }>;
   session.print.out(
-    () => (headers.length ? [`${headers.length}${page.next_cursor ? '+' : ''} ${direction === 'out' ? 'sent' : direction === 'in' ? 'received' : 'sent and received'} (id age from|→to subject type size):`, ...headers.map((h) => directedLine(h, now))].join('\n') : 'nothing listed'),
+    () =>
+      headers.length
+        ? [
+            `${headers.length}${page.next_cursor ? '+' : ''} ${direction === 'out' ? 'sent' : direction === 'in' ? 'received' : 'sent and received'} (id age from|→to subject type size):`,
+            ...headers.map((h) => directedLine(h, now)),
+          ].join('\n')
+        : 'nothing listed',
     { headers, more: page.next_cursor !== null },
   );
 }
@@ -185,21 +241,39 @@ export async function filesUpload(session: Session, path: string, options: { typ
     throw new CliError(`cannot read ${path}: ${(error as Error).message}`, EXIT.USAGE, undefined, 'BAD_FILE');
   }
   const extension = /\.[^.]+$/.exec(path.toLowerCase())?.[0] ?? '';
-  const uploaded = await session.client().uploadFile(bytes, basename(path), options.type ?? MIME[extension] ?? 'application/octet-stream');
+  const uploaded = await session
+    .client()
+    .uploadFile(bytes, basename(path), options.type ?? MIME[extension] ?? 'application/octet-stream');
   session.print.out(
-    () => `uploaded ${uploaded.id} ${uploaded.filename} ${uploaded.content_type} ${uploaded.size_bytes} bytes; attach it once with: roost send <to> --file ${uploaded.id}`,
+    () =>
+      `uploaded ${uploaded.id} ${uploaded.filename} ${uploaded.content_type} ${uploaded.size_bytes} bytes; attach it once with: roost send <to> --file ${uploaded.id}`,
     uploaded,
   );
 }
 
-export async function filesDownload(session: Session, idOrUrl: string, options: { out?: string; force?: boolean }): Promise<void> {
+export async function filesDownload(
+  session: Session,
+  idOrUrl: string,
+  options: { out?: string; force?: boolean },
+): Promise<void> {
   if (!/^file_[0-9A-Za-z_-]+$/.test(idOrUrl) && !/^https?:\/\//.test(idOrUrl)) {
-    throw new CliError(`${idOrUrl} is neither a file id (file_…) nor a file URL`, EXIT.USAGE, 'the url of a file part, as `roost show` prints it, or the id `roost files upload` printed', 'BAD_ID');
+    throw new CliError(
+      `${idOrUrl} is neither a file id (file_…) nor a file URL`,
+      EXIT.USAGE,
+      'the url of a file part, as `roost show` prints it, or the id `roost files upload` printed',
+      'BAD_ID',
+    );
   }
   const file = await session.client().downloadFile(idOrUrl);
   const out = options.out ?? file.filename ?? basename(idOrUrl.split('?')[0]);
-  if (out !== '-' && existsSync(out) && !options.force) throw new CliError(`${out} exists`, EXIT.USAGE, 'pass --out <path>, or --force to overwrite', 'EXISTS');
+  if (out !== '-' && existsSync(out) && !options.force)
+    throw new CliError(`${out} exists`, EXIT.USAGE, 'pass --out <path>, or --force to overwrite', 'EXISTS');
   if (out === '-') process.stdout.write(file.bytes);
   else writeFileSync(out, file.bytes);
-  if (out !== '-') session.print.out(() => `saved ${file.bytes.length} bytes (${file.contentType}) to ${out}`, { path: out, size_bytes: file.bytes.length, content_type: file.contentType });
+  if (out !== '-')
+    session.print.out(() => `saved ${file.bytes.length} bytes (${file.contentType}) to ${out}`, {
+      path: out,
+      size_bytes: file.bytes.length,
+      content_type: file.contentType,
+    });
 }

@@ -39,7 +39,13 @@ export async function serve(session: Session, options: ServeOptions): Promise<vo
     roost.drain.begin();
     const deadline = setTimeout(() => process.exit(1), config.http.shutdownTimeoutMs);
     deadline.unref();
-    void roost.drain.settled().then(() => roost.app.close()).then(() => process.exit(0), () => process.exit(1));
+    void roost.drain
+      .settled()
+      .then(() => roost.app.close())
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
   };
   process.on('SIGTERM', drain);
   process.on('SIGINT', drain);

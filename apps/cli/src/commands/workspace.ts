@@ -1,9 +1,42 @@
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  statSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { Listener, MemoryCursorStore, triageLine } from '#client';
 import { writeJsonAtomic } from '../config';
-import { addCodexMcp, addHooks, addMcpJson, applyBlock, applyGitignore, formatJson, jsonEqual, managedBlock, removeBlock, removeCodexMcp, removeGitignore, removeHooks, removeMcpJson, selfCommand, shellSplit, type BaseCommand } from '../install';
-import { loadState, mailboxPaths, mirrorOnce, OUTBOX_TEMPLATE, RECEIPTS_TEMPLATE, type MirrorResult } from '../mailbox/mirror';
+import {
+  addCodexMcp,
+  addHooks,
+  addMcpJson,
+  applyBlock,
+  applyGitignore,
+  formatJson,
+  jsonEqual,
+  managedBlock,
+  removeBlock,
+  removeCodexMcp,
+  removeGitignore,
+  removeHooks,
+  removeMcpJson,
+  selfCommand,
+  shellSplit,
+  type BaseCommand,
+} from '../install';
+import {
+  loadState,
+  mailboxPaths,
+  mirrorOnce,
+  OUTBOX_TEMPLATE,
+  RECEIPTS_TEMPLATE,
+  type MirrorResult,
+} from '../mailbox/mirror';
 import { CliError, EXIT } from '../output';
 import { USER_AGENT, type Session } from '../session';
 
@@ -12,16 +45,24 @@ import { USER_AGENT, type Session } from '../session';
 function describe(result: MirrorResult): string[] {
   const lines: string[] = [];
   for (const header of result.appended) lines.push(`new ${triageLine(header)}`);
-  for (const sent of result.sent) lines.push(`sent ${sent.id}${sent.in_reply_to ? ` (reply to ${sent.in_reply_to})` : ''} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`);
-  for (const receipt of result.receipts) lines.push(`receipt ${receipt.status} for ${receipt.envelope_id} (RECEIPTS.md:${receipt.line})`);
+  for (const sent of result.sent)
+    lines.push(
+      `sent ${sent.id}${sent.in_reply_to ? ` (reply to ${sent.in_reply_to})` : ''} to ${sent.to.join(', ')} (OUTBOX.md:${sent.line})`,
+    );
+  for (const receipt of result.receipts)
+    lines.push(`receipt ${receipt.status} for ${receipt.envelope_id} (RECEIPTS.md:${receipt.line})`);
   return lines;
 }
 
 function reportProblems(session: Session, result: MirrorResult): void {
-  for (const p of result.problems) session.print.note(`roost mirror: skipped ${p.file}:${p.line} "## ${p.heading}": ${p.reason}`);
+  for (const p of result.problems)
+    session.print.note(`roost mirror: skipped ${p.file}:${p.line} "## ${p.heading}": ${p.reason}`);
 }
 
-export async function mirror(session: Session, options: { once?: boolean; dir?: string; interval?: string }): Promise<void> {
+export async function mirror(
+  session: Session,
+  options: { once?: boolean; dir?: string; interval?: string },
+): Promise<void> {
   const root = resolve(options.dir ?? session.ctx.root ?? process.cwd());
   const agent = session.requireAgent();
   const client = session.client();
@@ -55,7 +96,10 @@ export async function mirror(session: Session, options: { once?: boolean; dir?: 
       running = false;
     }
   };
-  const signature = () => [paths.outbox, paths.receipts].map((f) => (existsSync(f) ? `${statSync(f).size}:${statSync(f).mtimeMs}` : '-')).join('|');
+  const signature = () =>
+    [paths.outbox, paths.receipts]
+      .map((f) => (existsSync(f) ? `${statSync(f).size}:${statSync(f).mtimeMs}` : '-'))
+      .join('|');
   let last = signature();
   await pass();
   const intervalMs = Number(options.interval ?? 1000);
@@ -133,10 +177,18 @@ function parseJsonFile(text: string | null, file: string): Record<string, unknow
   } catch {
     // fall through
   }
-  throw new CliError(`${file} is not a JSON object`, EXIT.CONFIG, `fix ${file} by hand, then rerun roost install`, 'BAD_JSON');
+  throw new CliError(
+    `${file} is not a JSON object`,
+    EXIT.CONFIG,
+    `fix ${file} by hand, then rerun roost install`,
+    'BAD_JSON',
+  );
 }
 
-export function install(session: Session, options: { dir?: string; claude?: boolean; codex?: boolean; mcp?: boolean; command?: string }): void {
+export function install(
+  session: Session,
+  options: { dir?: string; claude?: boolean; codex?: boolean; mcp?: boolean; command?: string },
+): void {
   const root = resolve(options.dir ?? process.cwd());
   mkdirSync(root, { recursive: true });
   const manifestFile = join(root, MANIFEST);
@@ -163,26 +215,49 @@ export function install(session: Session, options: { dir?: string; claude?: bool
   } catch {
     base = [];
   }
-  if (base.length === 0) throw new CliError(`--command ${JSON.stringify(options.command)} is not a command line`, EXIT.USAGE, 'e.g. --command roost or --command "/usr/local/bin/roost"', 'USAGE');
+  if (base.length === 0)
+    throw new CliError(
+      `--command ${JSON.stringify(options.command)} is not a command line`,
+      EXIT.USAGE,
+      'e.g. --command roost or --command "/usr/local/bin/roost"',
+      'USAGE',
+    );
   edit('.gitignore', (text) => applyGitignore(text ?? ''));
   const block = managedBlock(session.ctx.agent);
   edit('AGENTS.md', (text) => applyBlock(text ?? '', block));
   if (existsSync(join(root, 'CLAUDE.md'))) edit('CLAUDE.md', (text) => applyBlock(text ?? '', block));
-  if (options.claude !== false) edit('.claude/settings.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.claude/settings.json'), base)));
-  if (options.codex !== false) edit('.codex/hooks.json', (text) => formatJsonPreserving(text, addHooks(parseJsonFile(text, '.codex/hooks.json'), base)));
+  if (options.claude !== false)
+    edit('.claude/settings.json', (text) =>
+      formatJsonPreserving(text, addHooks(parseJsonFile(text, '.claude/settings.json'), base)),
+    );
+  if (options.codex !== false)
+    edit('.codex/hooks.json', (text) =>
+      formatJsonPreserving(text, addHooks(parseJsonFile(text, '.codex/hooks.json'), base)),
+    );
   if (options.mcp) {
     // The MCP server beside the hooks: Claude Code reads .mcp.json, Codex its project config.toml.
-    if (options.claude !== false) edit('.mcp.json', (text) => formatJsonPreserving(text, addMcpJson(parseJsonFile(text, '.mcp.json'), session.ctx.agent, base)));
+    if (options.claude !== false)
+      edit('.mcp.json', (text) =>
+        formatJsonPreserving(text, addMcpJson(parseJsonFile(text, '.mcp.json'), session.ctx.agent, base)),
+      );
     if (options.codex !== false) edit('.codex/config.toml', (text) => addCodexMcp(text ?? '', session.ctx.agent, base));
   }
   edit('.roost/mailbox/OUTBOX.md', (text) => text ?? OUTBOX_TEMPLATE);
   edit('.roost/mailbox/RECEIPTS.md', (text) => text ?? RECEIPTS_TEMPLATE);
   if (session.ctx.agent && !existsSync(join(root, '.roost', 'config.json'))) {
-    edit('.roost/config.json', () => formatJson({ agent: session.ctx.agent, ...(session.ctx.profile !== 'default' ? { profile: session.ctx.profile } : {}) }));
+    edit('.roost/config.json', () =>
+      formatJson({
+        agent: session.ctx.agent,
+        ...(session.ctx.profile !== 'default' ? { profile: session.ctx.profile } : {}),
+      }),
+    );
   }
   manifest.dirs = manifest.dirs.filter((d) => d !== '');
   writeJsonAtomic(manifestFile, manifest, 0o644);
-  session.print.out(() => (changed.length ? `installed in ${root}: ${changed.join(', ')}` : `already installed in ${root}`), { root, changed });
+  session.print.out(
+    () => (changed.length ? `installed in ${root}: ${changed.join(', ')}` : `already installed in ${root}`),
+    { root, changed },
+  );
 }
 
 /** Keep the file's bytes when the JSON did not change. */
@@ -214,17 +289,35 @@ export function uninstall(session: Session, options: { dir?: string }): void {
     let next: string | null;
     if (rel === '.codex/config.toml') {
       const removed = removeCodexMcp(current);
-      next = original !== null && removed.trimEnd() === original.trimEnd() ? original : original === null && removed.trim() === '' ? null : removed;
+      next =
+        original !== null && removed.trimEnd() === original.trimEnd()
+          ? original
+          : original === null && removed.trim() === ''
+            ? null
+            : removed;
     } else if (rel.endsWith('.json') && rel !== '.roost/config.json') {
       const removed = (rel === '.mcp.json' ? removeMcpJson : removeHooks)(parseJsonFile(current, rel));
       const before = original === null ? {} : parseJsonFile(original, rel);
-      next = jsonEqual(removed, before) ? original : Object.keys(removed).length === 0 && original === null ? null : formatJson(removed);
+      next = jsonEqual(removed, before)
+        ? original
+        : Object.keys(removed).length === 0 && original === null
+          ? null
+          : formatJson(removed);
     } else if (rel.endsWith('AGENTS.md') || rel.endsWith('CLAUDE.md') || rel === '.gitignore') {
       const removed = rel === '.gitignore' ? removeGitignore(current) : removeBlock(current);
-      next = original !== null && removed.trimEnd() === original.trimEnd() ? original : original === null && removed.trim() === '' ? null : removed;
+      next =
+        original !== null && removed.trimEnd() === original.trimEnd()
+          ? original
+          : original === null && removed.trim() === ''
+            ? null
+            : removed;
     } else {
       // Files install created from a template: removed only if untouched since.
-      next = original === null && (current === OUTBOX_TEMPLATE || current === RECEIPTS_TEMPLATE || rel === '.roost/config.json') ? null : current;
+      next =
+        original === null &&
+        (current === OUTBOX_TEMPLATE || current === RECEIPTS_TEMPLATE || rel === '.roost/config.json')
+          ? null
+          : current;
       if (next !== null && original === null) kept.push(rel);
     }
     if (next === null) {
@@ -249,7 +342,8 @@ export function uninstall(session: Session, options: { dir?: string }): void {
     '.roost/mailbox/STATE.json': "the mailbox's cursor, kept with INBOX.md so a reinstall does not fetch it again",
     '.roost/admin-token': 'an admin token this tool did not write',
   };
-  for (const [file, reason] of Object.entries(why)) if (existsSync(join(root, file))) leftBehind.push({ file, why: reason });
+  for (const [file, reason] of Object.entries(why))
+    if (existsSync(join(root, file))) leftBehind.push({ file, why: reason });
   for (const dir of [...manifest.dirs].sort((a, b) => b.length - a.length)) {
     try {
       if (readdirSync(join(root, dir)).length === 0) rmdirSync(join(root, dir));

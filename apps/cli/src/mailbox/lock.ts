@@ -63,7 +63,8 @@ export async function withLock<T>(file: string, task: () => Promise<T>, options:
       }
       continue;
     }
-    if (Date.now() > deadline) throw new Error(`${file} is held by another process (remove it if no roost mirror is running)`);
+    if (Date.now() > deadline)
+      throw new Error(`${file} is held by another process (remove it if no roost mirror is running)`);
     await new Promise((resolve) => setTimeout(resolve, (options.retryMs ?? 25) * (1 + Math.random())));
   }
   try {

@@ -2,7 +2,8 @@ import { blockKeys, fence, splitBlocks } from './markdown';
 
 describe('mailbox Markdown blocks', () => {
   it('splits on H2 headings only, reading metadata lines then the exact body', () => {
-    const text = '# Outbox\n\nintro ignored\n\n## reply 01ABC\nsubject: Hi there\ncc: @a.b\n\nBody line.\n\n- item\n\n### a sub heading stays in the body\n\n## to @a.b\n\nsecond\n';
+    const text =
+      '# Outbox\n\nintro ignored\n\n## reply 01ABC\nsubject: Hi there\ncc: @a.b\n\nBody line.\n\n- item\n\n### a sub heading stays in the body\n\n## to @a.b\n\nsecond\n';
     const blocks = splitBlocks(text, ['subject', 'cc']);
     expect(blocks.map((b) => [b.heading, b.line])).toEqual([
       ['reply 01ABC', 5],

@@ -49,7 +49,12 @@ export function splitBlocks(source: string, metaKeys: readonly string[]): RawBlo
   for (const token of tokens) {
     if (token.type === 'heading' && (token as Tokens.Heading).depth === 2) {
       close(offset);
-      current = { heading: (token as Tokens.Heading).text.trim(), line: lineAt(source, offset), start: offset, tokens: [] };
+      current = {
+        heading: (token as Tokens.Heading).text.trim(),
+        line: lineAt(source, offset),
+        start: offset,
+        tokens: [],
+      };
     } else if (current) {
       current.tokens.push(token);
     }
@@ -65,7 +70,13 @@ function lineAt(source: string, offset: number): number {
   return line;
 }
 
-function buildBlock(heading: string, line: number, raw: string, tokens: Token[], metaKeys: readonly string[]): RawBlock {
+function buildBlock(
+  heading: string,
+  line: number,
+  raw: string,
+  tokens: Token[],
+  metaKeys: readonly string[],
+): RawBlock {
   // Offsets inside the block: the body is the exact source after the heading and metadata.
   let offset = raw.length - tokens.reduce((sum, t) => sum + t.raw.length, 0);
   let index = 0;
@@ -94,7 +105,10 @@ function buildBlock(heading: string, line: number, raw: string, tokens: Token[],
 export function blockKeys(blocks: RawBlock[]): string[] {
   const seen = new Map<string, number>();
   return blocks.map((block) => {
-    const digest = createHash('sha256').update(block.raw.replace(/\s+$/g, '').replace(/\r\n/g, '\n')).digest('hex').slice(0, 32);
+    const digest = createHash('sha256')
+      .update(block.raw.replace(/\s+$/g, '').replace(/\r\n/g, '\n'))
+      .digest('hex')
+      .slice(0, 32);
     const n = (seen.get(digest) ?? 0) + 1;
     seen.set(digest, n);
     return `${digest}#${n}`;

@@ -121,7 +121,9 @@ const readText = (file: string) => {
 
 /** The ids INBOX.md holds (recovery after a crash between append and state save). */
 export function inboxIds(text: string): string[] {
-  return splitBlocks(text, []).map((b) => b.heading).filter((h) => ENVELOPE_ID_RE.test(h));
+  return splitBlocks(text, [])
+    .map((b) => b.heading)
+    .filter((h) => ENVELOPE_ID_RE.test(h));
 }
 
 export function renderInboxBlock(header: Header, envelope: StoredEnvelope | undefined): string {
@@ -151,7 +153,13 @@ function resolveLocal(id: string, known: string[]): string | undefined {
   return matches.length === 1 ? matches[0] : undefined;
 }
 
-const permanent = (error: unknown) => error instanceof RoostError && error.kind === 'api' && error.status >= 400 && error.status < 500 && error.status !== 401 && error.status !== 429;
+const permanent = (error: unknown) =>
+  error instanceof RoostError &&
+  error.kind === 'api' &&
+  error.status >= 400 &&
+  error.status < 500 &&
+  error.status !== 401 &&
+  error.status !== 429;
 
 export async function mirrorOnce(client: RoostClient, root: string, agent: string): Promise<MirrorResult> {
   const paths = mailboxPaths(root);
@@ -175,7 +183,12 @@ export async function mirrorOnce(client: RoostClient, root: string, agent: strin
   });
 }
 
-async function pullInbox(client: RoostClient, paths: MailboxPaths, state: MirrorState, result: MirrorResult): Promise<void> {
+async function pullInbox(
+  client: RoostClient,
+  paths: MailboxPaths,
+  state: MirrorState,
+  result: MirrorResult,
+): Promise<void> {
   const known = new Set(state.inbox.ids);
   const fresh: Header[] = [];
   let cursor = state.inbox.cursor;
@@ -214,14 +227,20 @@ function report(state: MirrorState, result: MirrorResult, file: string, bad: Mal
 const handleList = (text: string) => text.split(/[\s,]+/).filter(Boolean);
 const HANDLE_RE = /^@[a-z0-9_-]+\.[a-z0-9_-]+$/;
 
-async function pushOutbox(client: RoostClient, paths: MailboxPaths, state: MirrorState, result: MirrorResult): Promise<void> {
+async function pushOutbox(
+  client: RoostClient,
+  paths: MailboxPaths,
+  state: MirrorState,
+  result: MirrorResult,
+): Promise<void> {
   const blocks = splitBlocks(readText(paths.outbox), OUTBOX_META);
   const keys = blockKeys(blocks);
   for (const [i, block] of blocks.entries()) {
     const key = keys[i];
     const record = state.outbox[key];
     if (record && record.state !== 'pending') continue;
-    const bad = (reason: string) => report(state, result, 'OUTBOX.md', { line: block.line, heading: block.heading, reason, key });
+    const bad = (reason: string) =>
+      report(state, result, 'OUTBOX.md', { line: block.line, heading: block.heading, reason, key });
     const [verb, ...args] = block.heading.split(/\s+/);
     if (block.body === '') {
       bad('no body');
@@ -247,7 +266,13 @@ async function pushOutbox(client: RoostClient, paths: MailboxPaths, state: Mirro
         bad(`reply target ${target}: ${(error as Error).message}`);
         continue;
       }
-      const subject = block.meta.subject ?? (original.subject === undefined ? undefined : /^re:/i.test(original.subject) ? original.subject : `Re: ${original.subject}`);
+      const subject =
+        block.meta.subject ??
+        (original.subject === undefined
+          ? undefined
+          : /^re:/i.test(original.subject)
+            ? original.subject
+            : `Re: ${original.subject}`);
       draft = {
         to: original.from === state.agent ? original.to : [original.from],
         in_reply_to: original.id,
@@ -273,7 +298,12 @@ async function pushOutbox(client: RoostClient, paths: MailboxPaths, state: Mirro
     try {
       await client.send({ ...draft, id });
       state.outbox[key] = { id, state: 'sent' };
-      result.sent.push({ line: block.line, id, to: draft.to, ...(draft.in_reply_to ? { in_reply_to: draft.in_reply_to } : {}) });
+      result.sent.push({
+        line: block.line,
+        id,
+        to: draft.to,
+        ...(draft.in_reply_to ? { in_reply_to: draft.in_reply_to } : {}),
+      });
     } catch (error) {
       if (!permanent(error)) throw error;
       state.outbox[key] = { id, state: 'failed', error: (error as Error).message };
@@ -282,14 +312,20 @@ async function pushOutbox(client: RoostClient, paths: MailboxPaths, state: Mirro
   }
 }
 
-async function pushReceipts(client: RoostClient, paths: MailboxPaths, state: MirrorState, result: MirrorResult): Promise<void> {
+async function pushReceipts(
+  client: RoostClient,
+  paths: MailboxPaths,
+  state: MirrorState,
+  result: MirrorResult,
+): Promise<void> {
   const blocks: RawBlock[] = splitBlocks(readText(paths.receipts), RECEIPT_META);
   const keys = blockKeys(blocks);
   for (const [i, block] of blocks.entries()) {
     const key = keys[i];
     const record = state.receipts[key];
     if (record && record.state !== 'pending') continue;
-    const bad = (reason: string) => report(state, result, 'RECEIPTS.md', { line: block.line, heading: block.heading, reason, key });
+    const bad = (reason: string) =>
+      report(state, result, 'RECEIPTS.md', { line: block.line, heading: block.heading, reason, key });
     const [idText, inlineStatus, ...extra] = block.heading.split(/\s+/);
     const envelopeId = resolveLocal(idText ?? '', state.inbox.ids);
     if (!envelopeId || extra.length > 0) {

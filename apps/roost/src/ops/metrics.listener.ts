@@ -33,7 +33,11 @@ export class MetricsListener implements OnApplicationBootstrap, OnApplicationShu
     server.keepAliveTimeout = 65_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', (error: NodeJS.ErrnoException) =>
-        reject(new Error(`ROOST_METRICS_PORT ${this.config.metricsPort} on ${this.config.host}: ${error.code ?? error.message}`)),
+        reject(
+          new Error(
+            `ROOST_METRICS_PORT ${this.config.metricsPort} on ${this.config.host}: ${error.code ?? error.message}`,
+          ),
+        ),
       );
       server.listen(this.config.metricsPort, this.config.host, () => resolve());
     });
@@ -58,8 +62,10 @@ export class MetricsListener implements OnApplicationBootstrap, OnApplicationShu
       if (request.method !== 'GET' && request.method !== 'HEAD') {
         return send(response, 405, JSON_TYPE, error('BAD_REQUEST', 'only GET'), { allow: 'GET, HEAD' });
       }
-      if (path === '/metrics') return send(response, 200, 'text/plain; version=0.0.4; charset=utf-8', await this.ops.metricsText());
-      if (path === '/healthz' || path === '/health') return send(response, 200, JSON_TYPE, JSON.stringify(this.ops.health()));
+      if (path === '/metrics')
+        return send(response, 200, 'text/plain; version=0.0.4; charset=utf-8', await this.ops.metricsText());
+      if (path === '/healthz' || path === '/health')
+        return send(response, 200, JSON_TYPE, JSON.stringify(this.ops.health()));
       if (path === '/readyz') {
         const readiness = await this.ops.readiness();
         return send(response, readiness.ok ? 200 : 503, JSON_TYPE, JSON.stringify(readiness));
@@ -74,7 +80,13 @@ export class MetricsListener implements OnApplicationBootstrap, OnApplicationShu
 
 const error = (code: string, message: string) => JSON.stringify({ error: { code, message } });
 
-function send(response: ServerResponse, status: number, type: string, body: string, headers: Record<string, string> = {}): void {
+function send(
+  response: ServerResponse,
+  status: number,
+  type: string,
+  body: string,
+  headers: Record<string, string> = {},
+): void {
   if (response.headersSent) return;
   response.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), ...headers });
   response.end(response.req.method === 'HEAD' ? undefined : body);

@@ -20,7 +20,12 @@ describe('OpsService', () => {
   const jobs = { ready: async () => redisUp, counts: async () => null } as unknown as JobRunner;
 
   const service = (role: Config['role'], withJobs = role === 'worker') => {
-    const config = loadConfig({ ROOST_ROLE: role, DATABASE_URL: 'postgres://x/y', REDIS_URL: 'redis://r', ROOST_ADMIN_TOKEN: 'a'.repeat(16) });
+    const config = loadConfig({
+      ROOST_ROLE: role,
+      DATABASE_URL: 'postgres://x/y',
+      REDIS_URL: 'redis://r',
+      ROOST_ADMIN_TOKEN: 'a'.repeat(16),
+    });
     const metrics = new Metrics();
     const ops = new OpsService(config, database, bus, metrics, withJobs ? jobs : undefined);
     // No migrations to check: the stubbed schema_migrations is empty and so is the list.
@@ -31,17 +36,22 @@ describe('OpsService', () => {
   beforeEach(() => {
     redisUp = true;
     warnings = [];
-    warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation((message: unknown) => void warnings.push(String(message)));
+    warn = jest
+      .spyOn(Logger.prototype, 'warn')
+      .mockImplementation((message: unknown) => void warnings.push(String(message)));
   });
 
   afterEach(() => warn.mockRestore());
 
-  it.each(['api', 'gateway', 'all'] as const)('%s: ready while Redis is down, reported in checks and the gauge', async (role) => {
-    const { ops, metrics } = service(role);
-    redisUp = false;
-    expect(await ops.readiness()).toEqual({ ok: true, checks: { postgres: true, redis: false } });
-    expect((await metrics.dependencyUp.get()).values.find((v) => v.labels.dependency === 'redis')?.value).toBe(0);
-  });
+  it.each(['api', 'gateway', 'all'] as const)(
+    '%s: ready while Redis is down, reported in checks and the gauge',
+    async (role) => {
+      const { ops, metrics } = service(role);
+      redisUp = false;
+      expect(await ops.readiness()).toEqual({ ok: true, checks: { postgres: true, redis: false } });
+      expect((await metrics.dependencyUp.get()).values.find((v) => v.labels.dependency === 'redis')?.value).toBe(0);
+    },
+  );
 
   it('worker: not ready while its job queue (Redis) is down', async () => {
     const { ops } = service('worker');
@@ -57,7 +67,10 @@ describe('OpsService', () => {
     for (let i = 0; i < 50; i++) await ops.readiness();
     redisUp = true;
     for (let i = 0; i < 50; i++) await ops.readiness();
-    expect(warnings).toEqual([expect.stringMatching(/^redis unreachable/), expect.stringMatching(/^redis reachable again after \d+ ms$/)]);
+    expect(warnings).toEqual([
+      expect.stringMatching(/^redis unreachable/),
+      expect.stringMatching(/^redis reachable again after \d+ ms$/),
+    ]);
   });
 
   it('a dependency still connecting just after start is not logged as an outage; once the grace is over it is', async () => {

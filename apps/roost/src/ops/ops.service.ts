@@ -60,7 +60,12 @@ export class OpsService implements OnModuleInit, BeforeApplicationShutdown {
   }
 
   health() {
-    return { ok: true, network: this.config.network, version: this.config.version, uptime_ms: Date.now() - this.started };
+    return {
+      ok: true,
+      network: this.config.network,
+      version: this.config.version,
+      uptime_ms: Date.now() - this.started,
+    };
   }
 
   async readiness(): Promise<Readiness> {
@@ -77,7 +82,10 @@ export class OpsService implements OnModuleInit, BeforeApplicationShutdown {
 
   /** The bus's Redis; for a process that runs jobs, their queue's Redis too. */
   private async redisUp(): Promise<boolean> {
-    const [bus, jobs] = await Promise.all([within(this.bus.ready(), CHECK_TIMEOUT_MS), this.jobs ? within(this.jobs.ready(), CHECK_TIMEOUT_MS) : true]);
+    const [bus, jobs] = await Promise.all([
+      within(this.bus.ready(), CHECK_TIMEOUT_MS),
+      this.jobs ? within(this.jobs.ready(), CHECK_TIMEOUT_MS) : true,
+    ]);
     return bus && jobs;
   }
 
@@ -91,7 +99,9 @@ export class OpsService implements OnModuleInit, BeforeApplicationShutdown {
       // Connections open in the background: a first check may come before they are up.
       if (!this.seenUp.has(dependency) && Date.now() - this.started < CONNECT_GRACE_MS) return;
       this.down.set(dependency, Date.now());
-      this.logger.warn(`${dependency} unreachable${dependency === 'redis' && this.config.role !== 'worker' ? ' (still serving: push falls back to backfill from Postgres)' : ''}`);
+      this.logger.warn(
+        `${dependency} unreachable${dependency === 'redis' && this.config.role !== 'worker' ? ' (still serving: push falls back to backfill from Postgres)' : ''}`,
+      );
     } else if (up && since !== undefined) {
       this.down.delete(dependency);
       this.logger.warn(`${dependency} reachable again after ${Date.now() - since} ms`);
@@ -113,7 +123,8 @@ export class OpsService implements OnModuleInit, BeforeApplicationShutdown {
     this.metrics.streamLag.reset();
     for (const stream of streams ?? []) {
       this.metrics.streamLength.set({ partition: String(stream.partition) }, stream.length);
-      if (stream.lagEntries !== undefined) this.metrics.streamLag.set({ partition: String(stream.partition) }, stream.lagEntries);
+      if (stream.lagEntries !== undefined)
+        this.metrics.streamLag.set({ partition: String(stream.partition) }, stream.lagEntries);
     }
     this.metrics.jobs.reset();
     for (const count of jobs ?? []) this.metrics.jobs.set({ queue: count.queue, state: count.state }, count.jobs);

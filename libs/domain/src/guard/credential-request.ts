@@ -32,13 +32,19 @@ const CREDENTIALS: readonly Credential[] = [
     label: 'an access token',
     pattern: String.raw`(?:access|auth|api|bearer|session|refresh|personal\s{1,3}access|bot|oauth)\s{1,3}tokens?|tokens?|pats?\b`,
   },
-  { label: 'a password', pattern: String.raw`passwords?|passphrases?|passwd|passcodes?|login\s{1,3}(?:details|info|credentials)|pin\s{1,3}(?:code|number)` },
+  {
+    label: 'a password',
+    pattern: String.raw`passwords?|passphrases?|passwd|passcodes?|login\s{1,3}(?:details|info|credentials)|pin\s{1,3}(?:code|number)`,
+  },
   { label: 'credentials', pattern: String.raw`credentials|creds` },
   {
     label: 'a one-time or recovery code',
     pattern: String.raw`(?:2fa|mfa|otp|one[ -]time|verification|authenticator|sms)\s{1,3}codes?|otp|recovery\s{1,3}(?:codes?|phrase)`,
   },
-  { label: 'a wallet seed phrase', pattern: String.raw`seed\s{1,3}phrase|mnemonic(?:\s{1,3}phrase)?|wallet\s{1,3}(?:key|seed)` },
+  {
+    label: 'a wallet seed phrase',
+    pattern: String.raw`seed\s{1,3}phrase|mnemonic(?:\s{1,3}phrase)?|wallet\s{1,3}(?:key|seed)`,
+  },
   { label: 'a session cookie', pattern: String.raw`(?:session|auth)\s{1,3}cookies?|cookie\s{1,3}header` },
 ];
 
@@ -134,15 +140,51 @@ export const CREDENTIAL_REQUEST_DETAILS: readonly string[] = [
 
 /** Every request names a credential, so contains one of these. */
 const REQUEST_ANCHORS: readonly string[] = [
-  'private', 'id_rsa', 'id_ed25519', 'id_ecdsa', 'id_dsa', 'pem', 'cred', '.env', '.npmrc', '.netrc', '.pgpass',
-  '.docker', 'kube', 'account', 'secret', 'key', 'token', 'pat', 'pass', 'login', 'pin', 'code', 'otp', 'recovery',
-  'seed', 'mnemonic', 'wallet', 'cookie',
+  'private',
+  'id_rsa',
+  'id_ed25519',
+  'id_ecdsa',
+  'id_dsa',
+  'pem',
+  'cred',
+  '.env',
+  '.npmrc',
+  '.netrc',
+  '.pgpass',
+  '.docker',
+  'kube',
+  'account',
+  'secret',
+  'key',
+  'token',
+  'pat',
+  'pass',
+  'login',
+  'pin',
+  'code',
+  'otp',
+  'recovery',
+  'seed',
+  'mnemonic',
+  'wallet',
+  'cookie',
 ];
 /** Every exfiltration names a credentials file or the environment. */
 const EXFILTRATION_ANCHORS: readonly string[] = [
-  '.aws', '.ssh', 'env', '.npmrc', '.netrc', '.pgpass', 'credential', 'kube', '.docker', 'shadow',
+  '.aws',
+  '.ssh',
+  'env',
+  '.npmrc',
+  '.netrc',
+  '.pgpass',
+  'credential',
+  'kube',
+  '.docker',
+  'shadow',
 ];
-export const CREDENTIAL_REQUEST_ANCHORS: readonly string[] = [...new Set([...REQUEST_ANCHORS, ...EXFILTRATION_ANCHORS])];
+export const CREDENTIAL_REQUEST_ANCHORS: readonly string[] = [
+  ...new Set([...REQUEST_ANCHORS, ...EXFILTRATION_ANCHORS]),
+];
 const scanAnchors = anchorScanner(CREDENTIAL_REQUEST_ANCHORS);
 
 const anyOf = (anchors: readonly string[], present: Anchors): boolean => anchors.some((anchor) => present.has(anchor));

@@ -70,7 +70,8 @@ const DESTRUCTIVE_RULES: readonly Rule[] = [
     detail: 'recursive bucket delete (gsutil/gcloud storage rm -r)',
     anchors: ['gsutil', 'gcloud'],
     notAfter: WORD,
-    pattern: /(?:gsutil(?:\s+-m)?|gcloud\s+storage)\s+rm\s[^\n;&|]{0,300}?(?:--recursive|-[a-zA-Z]{0,3}[rR][a-zA-Z]{0,3})(?![\w-])/g,
+    pattern:
+      /(?:gsutil(?:\s+-m)?|gcloud\s+storage)\s+rm\s[^\n;&|]{0,300}?(?:--recursive|-[a-zA-Z]{0,3}[rR][a-zA-Z]{0,3})(?![\w-])/g,
   },
   {
     detail: 'recursive delete (rm -rf)',
@@ -128,7 +129,8 @@ const DESTRUCTIVE_RULES: readonly Rule[] = [
       'gi',
     ),
     accept: (match, text) =>
-      match[0].startsWith('DELETE') || /^\s*;/.test(text.slice(match.index + match[0].length, match.index + match[0].length + 8)),
+      match[0].startsWith('DELETE') ||
+      /^\s*;/.test(text.slice(match.index + match[0].length, match.index + match[0].length + 8)),
   },
   {
     detail: 'SQL DELETE of every row (WHERE 1=1)',
@@ -154,13 +156,19 @@ const DESTRUCTIVE_RULES: readonly Rule[] = [
     detail: 'force push (git push --force)',
     anchors: ['push'],
     notAfter: WORD,
-    pattern: new RegExp(String.raw`git\s+(?:-C\s+\S{1,200}\s+)?push${GIT_ARGS}[ \t]+(?:--force(?:-with-lease(?:=\S*)?|-if-includes)?|-[a-zA-Z]{0,4}f[a-zA-Z]{0,4}|\+[^\s;&|]{1,200})(?=[\s;&|]|$)`, 'g'),
+    pattern: new RegExp(
+      String.raw`git\s+(?:-C\s+\S{1,200}\s+)?push${GIT_ARGS}[ \t]+(?:--force(?:-with-lease(?:=\S*)?|-if-includes)?|-[a-zA-Z]{0,4}f[a-zA-Z]{0,4}|\+[^\s;&|]{1,200})(?=[\s;&|]|$)`,
+      'g',
+    ),
   },
   {
     detail: 'remote branch delete (git push --delete)',
     anchors: ['push'],
     notAfter: WORD,
-    pattern: new RegExp(String.raw`git\s+(?:-C\s+\S{1,200}\s+)?push${GIT_ARGS}[ \t]+(?:--delete|-d|:[\w./-]{1,200})(?=[\s;&|]|$)`, 'g'),
+    pattern: new RegExp(
+      String.raw`git\s+(?:-C\s+\S{1,200}\s+)?push${GIT_ARGS}[ \t]+(?:--delete|-d|:[\w./-]{1,200})(?=[\s;&|]|$)`,
+      'g',
+    ),
   },
   {
     detail: 'history rewrite (git reset --hard + push)',

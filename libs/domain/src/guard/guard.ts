@@ -50,7 +50,12 @@ export const GUARD_DETAILS: Readonly<Record<Exclude<GuardCode, 'large'>, readonl
 type TextDetector = (text: string, present: Anchors) => string | null;
 
 /** One pass per text finds the anchors of all four detectors; each then runs only its rules that can match. */
-const scanAnchors = anchorScanner([...SECRET_ANCHORS, ...DESTRUCTIVE_ANCHORS, ...PRODUCTION_ANCHORS, ...CREDENTIAL_REQUEST_ANCHORS]);
+const scanAnchors = anchorScanner([
+  ...SECRET_ANCHORS,
+  ...DESTRUCTIVE_ANCHORS,
+  ...PRODUCTION_ANCHORS,
+  ...CREDENTIAL_REQUEST_ANCHORS,
+]);
 
 const DETECTORS: ReadonlyArray<readonly [GuardCode, TextDetector]> = [
   ['secret', detectSecret],

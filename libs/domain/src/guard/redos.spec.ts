@@ -33,7 +33,16 @@ const millisToScan = (text: string): number => {
   let best = Infinity;
   for (let run = 0; run < 3; run += 1) {
     const started = process.hrtime.bigint();
-    scanContent({ subject: text.slice(0, 200), parts: [{ type: 'text', text }, { type: 'data', data: { v: text } }] }, options);
+    scanContent(
+      {
+        subject: text.slice(0, 200),
+        parts: [
+          { type: 'text', text },
+          { type: 'data', data: { v: text } },
+        ],
+      },
+      options,
+    );
     best = Math.min(best, Number(process.hrtime.bigint() - started) / 1e6);
   }
   return best;
@@ -48,7 +57,8 @@ const growth = (make: (length: number) => string, n: number): number => {
   const small = flat(make(n));
   const large = flat(make(4 * n));
   let best = Infinity;
-  for (let attempt = 0; attempt < 3 && best >= MAX_GROWTH; attempt += 1) best = Math.min(best, millisToScan(large) / millisToScan(small));
+  for (let attempt = 0; attempt < 3 && best >= MAX_GROWTH; attempt += 1)
+    best = Math.min(best, millisToScan(large) / millisToScan(small));
   return best;
 };
 

@@ -225,7 +225,8 @@ const SECRET_RULES: readonly Rule[] = [
   {
     detail: 'JSON Web Token',
     anchors: ['eyj'],
-    pattern: /(eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,2048})\.([A-Za-z0-9_-]{2,8192})\.([A-Za-z0-9_-]{16,2048})(?![A-Za-z0-9_-])/g,
+    pattern:
+      /(eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]{8,2048})\.([A-Za-z0-9_-]{2,8192})\.([A-Za-z0-9_-]{16,2048})(?![A-Za-z0-9_-])/g,
     accept: jwtHeaderHasAlg,
   },
   {
