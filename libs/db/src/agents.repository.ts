@@ -6,7 +6,8 @@ import type { Database } from './database';
 import type { AgentsTable, BlocksTable, DB } from './schema';
 import { InjectDatabase } from './tokens';
 
-const AGENT_COLUMNS = [
+/** The columns of an agent row (the domain's Agent), for every read of one. */
+export const AGENT_COLUMNS = [
   'id',
   'handle',
   'policy',

@@ -1,22 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { sql, type Kysely } from 'kysely';
-import { InjectDatabase, type Database, type DB } from '#db';
+import { AGENT_COLUMNS, InjectDatabase, type Database, type DB } from '#db';
 import type { Agent } from '#domain';
-
-const AGENT_COLUMNS = [
-  'id',
-  'handle',
-  'policy',
-  'allowlist',
-  'display_name',
-  'description',
-  'card_body',
-  'visibility',
-  'content_guard',
-  'retention_days',
-  'created_at',
-  'updated_at',
-] as const;
 
 export interface AgentSearch {
   /** Organization whose agents only are listed (an org admin token); undefined: every agent. */
