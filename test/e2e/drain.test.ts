@@ -1,9 +1,13 @@
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect as tcpConnect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
 import { stopAll, TestProcess, type Exit, operatorEnv } from '../support/processes';
+import { connect } from '../support/ws';
 
 /**
  * SIGTERM drains as the README says, on a real process: requests already in flight finish; a
@@ -224,5 +228,35 @@ describe('SIGTERM: refuse new requests with 503 + Connection: close, finish in-f
     } finally {
       await reader.stop();
     }
+  });
+});
+
+describe('drain of the embedded all-in-one process', () => {
+  let operator: TestProcess | undefined;
+  let dataDir = '';
+
+  afterAll(async () => {
+    await operator?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  // One listener serves HTTP and the WebSockets here: the HTTP drain must leave upgraded
+  // connections to the gateway, which closes them 1012 (a regression once answered 1006).
+  it('closes open sockets with 1012 on SIGTERM and exits 0', async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'roost-drain-all-'));
+    const adminToken = `drain-all-${ulid()}`;
+    operator = await TestProcess.start({
+      name: 'embedded (drain)',
+      env: { ROOST_DATA_DIR: dataDir, ROOST_ADMIN_TOKEN: adminToken, ROOST_LOG_LEVEL: 'warn', ROOST_HOST: '127.0.0.1' },
+      startTimeoutMs: 120_000,
+    });
+    const client = new TestClient(operator.url);
+    const token = (await client.post('/_admin/agents', { handle: '@drall.bob', policy: 'open' }, adminToken)).body
+      .token as string;
+    const sockets = await Promise.all([0, 1].map(() => connect(operator!.url, { token })));
+    const exit = await operator.kill('SIGTERM');
+    await Promise.all(sockets.map((socket) => socket.untilClosed(10_000)));
+    expect(sockets.map((socket) => socket.closeCode)).toEqual([1012, 1012]);
+    expect(exit).toEqual({ code: 0, signal: null });
   });
 });

@@ -193,6 +193,10 @@ export function onDrain(server: FastifyInstance, listener: () => void): () => vo
  */
 async function quiesce(server: Server, connections: Map<Socket, number>, used: WeakSet<Socket>): Promise<void> {
   if (server.listening) NetServer.prototype.close.call(server);
+  // An upgraded connection (a WebSocket: Node has freed its HTTP parser) is not HTTP's to close:
+  // the gateway closes it with 1012 so the client reconnects elsewhere.
+  for (const socket of connections.keys())
+    if ((socket as Socket & { parser?: unknown }).parser === null) connections.delete(socket);
   const closeIdle = (all: boolean) => {
     for (const [socket, pending] of connections) if (pending === 0 && (all || used.has(socket))) socket.destroy();
   };
