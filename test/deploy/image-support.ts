@@ -88,7 +88,9 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, timeout
 
 /** 200 from `GET <url>` (no keep-alive, so a stopping server is not held open by the test). */
 export async function ok(url: string): Promise<true | undefined> {
-  const response = await fetch(url, { headers: { connection: 'close' } });
+  // Bounded: a request sent while the container's network is still coming up can stall in
+  // docker-proxy for minutes (SYN retries to the container), far past any poll's deadline.
+  const response = await fetch(url, { headers: { connection: 'close' }, signal: AbortSignal.timeout(5_000) });
   await response.arrayBuffer();
   return response.status === 200 ? true : undefined;
 }
