@@ -46,6 +46,8 @@ const CATALOGUE: Record<string, { type: string; labels: string[] }> = {
   roost_ws_handshakes_total: { type: 'counter', labels: ['outcome'] },
   roost_ws_replays: { type: 'gauge', labels: ['state'] },
   roost_rate_limited_total: { type: 'counter', labels: ['limit'] },
+  // Moved by admin reads: test/medium/console-api.test.ts.
+  roost_admin_reads_total: { type: 'counter', labels: ['route'] },
   roost_auth_unknown_token_hits_total: { type: 'counter', labels: [] },
   roost_stream_read_lag_seconds: { type: 'histogram', labels: [] },
   roost_commit_to_socket_seconds: { type: 'histogram', labels: [] },
@@ -756,6 +758,9 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
     // A held mailbox, so the gateway reports the read lag of its partition.
     const holder = await agent('@mlab.holder');
     await open(holder.token);
+    // An admin read (the console's), counted by route.
+    const mailbox = `/_admin/agents/${encodeURIComponent(holder.handle)}/mailbox`;
+    expect((await op.client.get(mailbox, op.adminToken)).status).toBe(200);
     const s = await until('a stream lag sample', (x) => samplesOf(x, 'roost_stream_lag_entries').length > 0);
     await checkLabels(s);
     // Every Roost metric has at least one sample by now (Redis errors: on the broken node, above),
