@@ -7,6 +7,7 @@ export default tseslint.config(
   {
     ignores: [
       'dist/**',
+      '**/dist/**', // packed packages' builds (libs/client, apps/cli)
       'node_modules/**',
       '.tools/**',
       'coverage/**',

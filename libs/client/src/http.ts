@@ -103,9 +103,11 @@ export class Transport {
     if (this.options.dispatch)
       return this.options.dispatch({ method: req.method, url, headers, body: payload, timeoutMs });
     // node:https (and TLS) load only for https URLs: a loopback CLI call stays cheap.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- TLS loads only for https URLs
     const requester =
-      url.protocol === 'https:' ? (require('node:https') as typeof import('node:https')).request : httpRequest;
+      url.protocol === 'https:'
+        ? // eslint-disable-next-line @typescript-eslint/no-require-imports -- TLS loads only for https URLs
+          (require('node:https') as typeof import('node:https')).request
+        : httpRequest;
     return new Promise((resolve, reject) => {
       const outgoing = requester(url, { method: req.method, headers }, (res) => {
         const chunks: Buffer[] = [];

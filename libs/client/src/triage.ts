@@ -49,8 +49,8 @@ export function size(tokens: number | undefined): string {
 /** One line, no newline; the subject loses a leading `Re:` (the `re` marker says it) and is cut at `max` characters. */
 export function subjectText(subject: string | undefined, max = SUBJECT_MAX): string {
   if (subject === undefined) return '-';
-  // eslint-disable-next-line no-control-regex -- control characters would break the one-line triage format
   let text = subject
+    // eslint-disable-next-line no-control-regex -- control characters would break the one-line triage format
     .replace(/[\u0000-\u001f\u007f]+/g, ' ')
     .replace(/\s+/g, ' ')
     .trim();
