@@ -160,6 +160,8 @@ describe('roost install / uninstall', () => {
     const weird = join(home.dir, "it's here");
     mkdirSync(weird);
     cpSync(join(__dirname, '../../../dist'), join(weird, 'dist'), { recursive: true });
+    // package.json maps the `#` aliases (#client, …) the built CLI imports.
+    cpSync(join(__dirname, '../../../package.json'), join(weird, 'package.json'));
     symlinkSync(join(__dirname, '../../../node_modules'), join(weird, 'node_modules'));
     const cli = join(weird, 'dist', 'apps', 'cli', 'src', 'main.js');
     const r = spawnSync(process.execPath, [cli, '--as', '@acme.bob', 'install', '--dir', repo], {
