@@ -60,7 +60,16 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
 
   it('serves /metrics, /healthz and /readyz on its own port; the main port answers 404 for /metrics', async () => {
     for (const [i, node] of nodes.entries()) {
-      const text = await scrape(i);
+      // Redis connects in the background (no role waits for it at start-up): give it a moment.
+      let text = await scrape(i);
+      for (
+        let tries = 0;
+        tries < 60 && samples(text, 'roost_dependency_up').get('{dependency="redis"}') !== 1;
+        tries++
+      ) {
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        text = await scrape(i);
+      }
       expect(samples(text, 'roost_build_info')).toEqual(new Map([[`{version="0.1.0",node="${hostname()}"}`, 1]]));
       expect(samples(text, 'roost_dependency_up')).toEqual(
         new Map([
