@@ -175,7 +175,10 @@ describe('SIGTERM of an api under keep-alive load', () => {
     };
     if (process.env.ROOST_TEST_VERBOSE) console.log(summary);
     // A refused connect is clean (nothing was sent); any other error is a cut request.
-    expect(errors.filter((a) => a.code !== 'ECONNREFUSED')).toEqual([]);
+    // A fresh connection is never reset. A request written on a kept-alive socket at the moment the
+    // server closes it idle can be (the keep-alive race every HTTP/1.1 server has, seen once at high
+    // load); the client retries it with the same id, and the checks below prove no 202 was lost.
+    expect(errors.filter((a) => a.code !== 'ECONNREFUSED' && !(a.code === 'ECONNRESET' && a.reused))).toEqual([]);
 
     // Every send got its 202 in the end (retries included); each is stored exactly once.
     expect(sends.filter((s) => !s.accepted).map((s) => s.attempts)).toEqual([]);
