@@ -4,6 +4,7 @@ import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
 import { freePort, startAll, stopAll, TestProcess, operatorEnv } from '../support/processes';
+import { until } from '../support/until';
 import { connect } from '../support/ws';
 
 /**
@@ -61,15 +62,15 @@ describe('the metrics listener (ROOST_METRICS_PORT)', () => {
   it('serves /metrics, /healthz and /readyz on its own port; the main port answers 404 for /metrics', async () => {
     for (const [i, node] of nodes.entries()) {
       // Redis connects in the background (no role waits for it at start-up): give it a moment.
-      let text = await scrape(i);
-      for (
-        let tries = 0;
-        tries < 60 && samples(text, 'roost_dependency_up').get('{dependency="redis"}') !== 1;
-        tries++
-      ) {
-        await new Promise((resolve) => setTimeout(resolve, 250));
-        text = await scrape(i);
-      }
+      const text = await until(
+        async () => {
+          const scraped = await scrape(i);
+          return samples(scraped, 'roost_dependency_up').get('{dependency="redis"}') === 1 ? scraped : undefined;
+        },
+        15_000,
+        'roost_dependency_up{dependency="redis"} 1',
+        250,
+      );
       expect(samples(text, 'roost_build_info')).toEqual(new Map([[`{version="0.1.0",node="${hostname()}"}`, 1]]));
       expect(samples(text, 'roost_dependency_up')).toEqual(
         new Map([

@@ -9,6 +9,7 @@ import { buildRoostApp } from '../../apps/roost/src/bootstrap';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
 import { envelope, startOperator, type TestOperator } from '../support/operator';
+import { until } from '../support/until';
 import { connect, type Listener } from '../support/ws';
 
 /**
@@ -81,14 +82,6 @@ class Feed {
 
   abort(): void {
     this.controller.abort();
-  }
-}
-
-async function until(predicate: () => boolean | Promise<boolean>, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
 

@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 
 /** The compiled CLI (`npm run build`), run as a real process with its own XDG folders. */
 export const CLI = resolve(__dirname, '../../../dist/apps/cli/src/main.js');
@@ -75,16 +74,4 @@ export function cliHome(base: Record<string, string> = {}): CliHome {
   return home;
 }
 
-export async function until<T>(
-  probe: () => T | undefined | Promise<T | undefined>,
-  timeoutMs: number,
-  what: string,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
+export { until } from '../../support/until';

@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { until as untilTrue } from '../../support/until';
 import { Listener, ulid, type DeliveredFrame, type Header, type ListenerEvent } from '#client';
 
 /**
@@ -79,13 +80,7 @@ async function fakeOperator(): Promise<FakeOperator> {
   return fake;
 }
 
-async function until(check: () => boolean, timeoutMs: number, what: string) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await sleep(10);
-  }
-}
+const until = (check: () => boolean, timeoutMs: number, what: string) => untilTrue(check, timeoutMs, what, 10);
 
 let op: FakeOperator;
 beforeEach(async () => (op = await fakeOperator()));
