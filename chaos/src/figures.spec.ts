@@ -197,6 +197,20 @@ test('a locked mailbox: only sends to it count; they may wait or get 503, anythi
     upAt: T + 2_000,
   };
   expect(faultFigures({ ...base, faults: [fault, killed], sends: [...sends, refused] }).failures).toEqual([]);
+  // Waiting behind the lock when its api was killed -9: reset by the kill, not by the lock.
+  const inFlight = send(
+    [{ at: T + 100, status: 0, code: 'ECONNRESET', api: 1, ms: 250 }, { at: T + 7_000 }],
+    ['@chaos.inbox2'],
+  );
+  expect(faultFigures({ ...base, faults: [fault, killed], sends: [...sends, inFlight] }).failures).toEqual([]);
+  // The same reset ending before the kill is the lock's.
+  const before = send(
+    [{ at: T + 100, status: 0, code: 'ECONNRESET', api: 1, ms: 150 }, { at: T + 7_000 }],
+    ['@chaos.inbox2'],
+  );
+  expect(faultFigures({ ...base, faults: [fault, killed], sends: [...sends, before] }).failures).toEqual([
+    expect.stringContaining('answered reset×1'),
+  ]);
   expect(faultFigures({ ...base, faults: [fault], sends: [...sends, refused] }).failures).toEqual([
     expect.stringContaining('answered refused×1'),
   ]);

@@ -135,7 +135,9 @@ export function faultFigures(input: FigureInput): { each: FaultFigures[]; byKind
     if (fault.kind === 'lock-mailbox') {
       figures.max_wait_ms = during.reduce((max, { attempt }) => Math.max(max, attempt.ms), 0);
       // A refusal or reset by an api another fault had down (kill -9, SIGTERM, a whole-role
-      // outage, overlapping this one) is that fault's, not the lock's.
+      // outage, overlapping this one) is that fault's, not the lock's: a request started while the
+      // api was down, or one still in flight when it was taken down (sends queued behind the lock
+      // wait seconds, so a kill -9 of their api meanwhile resets them all: CI saw 47 at once).
       const apiDown = (attempt: Attempt) =>
         attempt.status === 0 &&
         input.faults.some(
@@ -143,7 +145,7 @@ export function faultFigures(input: FigureInput): { each: FaultFigures[]; byKind
             other !== fault &&
             API_DOWN_KINDS.has(other.kind) &&
             other.target.split('+').includes(input.apiNames[attempt.api]) &&
-            attempt.at >= other.at &&
+            attempt.at + attempt.ms >= other.at &&
             attempt.at <= (other.upAt ?? now) + GRACE_MS,
         );
       const lockFailed: Record<string, number> = {};
