@@ -4,7 +4,7 @@ import pg from 'pg';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { freePort, startAll, stopAll, TestProcess, operatorEnv } from '../support/processes';
+import { freePort, readyz, startAll, stopAll, TestProcess, operatorEnv, type Ready } from '../support/processes';
 import { connect, type Listener } from '../support/ws';
 import { RedisServer } from './cluster';
 
@@ -79,21 +79,6 @@ class TcpProxy {
     for (const socket of this.sockets) socket.destroy();
     this.sockets.clear();
     await closed;
-  }
-}
-
-interface Ready {
-  status: number;
-  body: { ok?: boolean; checks?: { postgres?: unknown; redis?: unknown } } | undefined;
-}
-
-async function readyz(node: TestProcess): Promise<Ready> {
-  try {
-    const response = await fetch(`${node.url}/readyz`, { signal: AbortSignal.timeout(3_000) });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : undefined };
-  } catch {
-    return { status: 0, body: undefined };
   }
 }
 

@@ -3,7 +3,7 @@ import Redis from 'ioredis';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { freePort, startAll, stopAll, TestProcess } from '../support/processes';
+import { freePort, readyz, startAll, stopAll, TestProcess } from '../support/processes';
 import { connect, type Listener } from '../support/ws';
 import { RedisServer } from './cluster';
 
@@ -30,22 +30,6 @@ import { RedisServer } from './cluster';
 const OUTAGE_MS = 25_000;
 const PROBE_PERIOD_MS = 5_000;
 const FAILURE_THRESHOLD = 2;
-
-interface Ready {
-  status: number;
-  body: { ok?: boolean; checks?: { postgres?: unknown; redis?: unknown } } | undefined;
-}
-
-async function readyz(node: TestProcess): Promise<Ready> {
-  try {
-    // The chart's probe timeout.
-    const response = await fetch(`${node.url}/readyz`, { signal: AbortSignal.timeout(3_000) });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : undefined };
-  } catch {
-    return { status: 0, body: undefined };
-  }
-}
 
 async function until<T>(
   what: string,

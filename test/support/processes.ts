@@ -236,3 +236,20 @@ export function operatorEnv(
     ...extra,
   };
 }
+
+/** A `/readyz` answer: status 0 and no body when the node did not answer. */
+export interface Ready {
+  status: number;
+  body: { ok?: boolean; checks?: { postgres?: unknown; redis?: unknown } } | undefined;
+}
+
+/** One `/readyz` probe, bounded like the chart's probe (3 s timeout). */
+export async function readyz(node: TestProcess): Promise<Ready> {
+  try {
+    const response = await fetch(`${node.url}/readyz`, { signal: AbortSignal.timeout(3_000) });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : undefined };
+  } catch {
+    return { status: 0, body: undefined };
+  }
+}
