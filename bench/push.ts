@@ -1,5 +1,6 @@
 import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { ulid } from '#domain';
 import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets } from './cluster';
 import { percentile, request, round } from './support';
@@ -94,6 +95,100 @@ async function redisFloor(cluster: BenchCluster, ratePerS: number, count: number
 }
 
 /**
+ * The durable-commit floor: plain `pg` connections (as many as Roost's default accept writers)
+ * each commit a one-row INSERT (autocommit, `synchronous_commit` as the server has it, on for
+ * Roost) at `ratePerS`, open loop, concurrently with the push run on the same Postgres. Latency is
+ * from the due time to the commit's acknowledgement, so a connection busy with a slow commit
+ * counts against the next one too, as an accept queued behind a busy writer would.
+ */
+async function pgFloor(
+  databaseUrl: string,
+  ratePerS: number,
+  count: number,
+): Promise<{ latencies: number[]; synchronousCommit: string }> {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+  try {
+    await pool.query(
+      'create table if not exists bench_floor (id bigint primary key, at bigint not null, pad text not null)',
+    );
+    const synchronousCommit = (await pool.query<{ synchronous_commit: string }>('show synchronous_commit')).rows[0]
+      .synchronous_commit;
+    // Open every connection before the first sample.
+    await Promise.all(Array.from({ length: 4 }, () => pool.query('select 1')));
+    const pad = 'x'.repeat(400);
+    const latencies: number[] = [];
+    await paced(
+      ratePerS,
+      count,
+      async (n) => {
+        const t0 = performance.now();
+        await pool.query({
+          name: 'bench_floor_insert',
+          text: 'insert into bench_floor (id, at, pad) values ($1, $2, $3)',
+          values: [n, Date.now(), pad],
+        });
+        latencies.push(performance.now() - t0);
+      },
+      1000 / ratePerS / 4,
+    );
+    return { latencies, synchronousCommit };
+  } finally {
+    await pool.end();
+  }
+}
+
+const STAGES = ['auth', 'prepare', 'queue', 'write', 'publish'] as const;
+
+/** Cumulative bucket counts of `roost_accept_stage_seconds` by stage (`le` in seconds). */
+function stageBuckets(text: string): Map<string, Array<[number, number]>> {
+  const byStage = new Map<string, Array<[number, number]>>();
+  for (const line of text.split('\n')) {
+    const m = /^roost_accept_stage_seconds_bucket\{(.*)\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const stage = /stage="([^"]+)"/.exec(m[1])?.[1];
+    const le = /le="([^"]+)"/.exec(m[1])?.[1];
+    if (stage === undefined || le === undefined) continue;
+    const buckets = byStage.get(stage) ?? [];
+    buckets.push([le === '+Inf' ? Infinity : Number(le), Number(m[2])]);
+    byStage.set(stage, buckets);
+  }
+  return byStage;
+}
+
+/** A quantile of a histogram delta, linear within its bucket (Prometheus `histogram_quantile`), in ms. */
+function bucketQuantile(buckets: Array<[number, number]>, q: number): number | null {
+  const total = buckets.at(-1)?.[1] ?? 0;
+  if (total === 0) return null;
+  const rank = q * total;
+  let lower = 0;
+  let below = 0;
+  for (const [le, count] of buckets) {
+    if (count >= rank) {
+      if (le === Infinity) return round(lower * 1000);
+      return round((lower + ((le - lower) * (rank - below)) / Math.max(1, count - below)) * 1000);
+    }
+    lower = le;
+    below = count;
+  }
+  return null;
+}
+
+/** Per stage: samples, p50 and p99 (ms, bucket-interpolated) between two scrapes of a node's /metrics. */
+function stageBreakdown(before: string, after: string): Record<string, unknown> {
+  const b = stageBuckets(before);
+  const a = stageBuckets(after);
+  const out: Record<string, unknown> = {};
+  for (const stage of STAGES) {
+    const end = a.get(stage);
+    if (!end) continue;
+    const start = new Map(b.get(stage) ?? []);
+    const delta = end.map(([le, count]): [number, number] => [le, count - (start.get(le) ?? 0)]);
+    out[stage] = { n: delta.at(-1)?.[1] ?? 0, p50_ms: bucketQuantile(delta, 0.5), p99_ms: bucketQuantile(delta, 0.99) };
+  }
+  return out;
+}
+
+/**
  * `push`: 50 recipients connected to a gateway process, 200 envelopes/s posted through a separate
  * api process (one recipient each, round robin), for ROOST_BENCH_SECONDS (default 20). Latency is
  * from the start of the POST to the `envelope.notify` frame on the recipient's socket, matched by
@@ -184,6 +279,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     await sleep(500);
     warming = false;
     const lagBefore = await eventLoopLagMax(api);
+    const metricsBefore = await api.metrics();
     latencies = [];
     stampToFrame = [];
     frameAt.clear();
@@ -196,13 +292,17 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const count = seconds * RATE_PER_S;
     const benchCpuBefore = process.cpuUsage();
     const nodeCpuBefore = cluster.nodes.map((node) => cpuSeconds(node.pid));
-    const [floor] = await Promise.all([
+    const [floor, pgCommits] = await Promise.all([
       mode === 'embedded' ? Promise.resolve([]) : redisFloor(cluster, RATE_PER_S, count),
+      mode === 'embedded' || process.env.ROOST_BENCH_PG_FLOOR === '0'
+        ? Promise.resolve(undefined)
+        : pgFloor(cluster.databaseUrl, RATE_PER_S, count),
       paced(RATE_PER_S, count, post),
     ]);
     const benchCpu = process.cpuUsage(benchCpuBefore);
     const nodeCpuS = cluster.nodes.reduce((sum, node, i) => sum + cpuSeconds(node.pid) - nodeCpuBefore[i], 0);
     const lagAfter = await eventLoopLagMax(api);
+    const stages = stageBreakdown(metricsBefore, await api.metrics());
     const deadline = Date.now() + 10_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(20);
 
@@ -242,6 +342,11 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       redis_floor_samples: floor.length,
       redis_floor_p50_ms: raw.p50_ms,
       redis_floor_p99_ms: raw.p99_ms,
+      pg_commit_floor_samples: pgCommits?.latencies.length ?? 0,
+      pg_commit_floor_synchronous_commit: pgCommits?.synchronousCommit ?? null,
+      pg_commit_floor_p50_ms: pgCommits ? stats(pgCommits.latencies).p50_ms : null,
+      pg_commit_floor_p99_ms: pgCommits ? stats(pgCommits.latencies).p99_ms : null,
+      accept_stages: stages,
       target_p99_ms: 15,
       met: push.p99_ms <= 15 && pending.size === 0,
       processes:
