@@ -1,4 +1,5 @@
 import { loadavg } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { ulid } from '#domain';
@@ -143,19 +144,28 @@ async function pgFloor(
   }
 }
 
-const STAGES = ['auth', 'prepare', 'queue', 'write', 'publish'] as const;
+const STAGES = ['server', 'auth', 'prepare', 'queue', 'write', 'publish'] as const;
 
-/** Cumulative bucket counts of `roost_accept_stage_seconds` by stage (`le` in seconds). */
+/**
+ * Cumulative bucket counts (`le` in seconds) of `roost_accept_stage_seconds` by stage, and of
+ * `roost_http_request_duration_seconds` for `POST /messages` as the stage `server` (the whole
+ * request inside the process: parse, guard, handler, reply; coarser buckets).
+ */
 function stageBuckets(text: string): Map<string, Array<[number, number]>> {
   const byStage = new Map<string, Array<[number, number]>>();
   for (const line of text.split('\n')) {
-    const m = /^roost_accept_stage_seconds_bucket\{(.*)\} (\S+)$/.exec(line);
+    const m = /^(roost_accept_stage_seconds|roost_http_request_duration_seconds)_bucket\{(.*)\} (\S+)$/.exec(line);
     if (!m) continue;
-    const stage = /stage="([^"]+)"/.exec(m[1])?.[1];
-    const le = /le="([^"]+)"/.exec(m[1])?.[1];
+    const stage =
+      m[1] === 'roost_accept_stage_seconds'
+        ? /stage="([^"]+)"/.exec(m[2])?.[1]
+        : m[2].includes('route="/messages"') && m[2].includes('method="POST"')
+          ? 'server'
+          : undefined;
+    const le = /le="([^"]+)"/.exec(m[2])?.[1];
     if (stage === undefined || le === undefined) continue;
     const buckets = byStage.get(stage) ?? [];
-    buckets.push([le === '+Inf' ? Infinity : Number(le), Number(m[2])]);
+    buckets.push([le === '+Inf' ? Infinity : Number(le), Number(m[3])]);
     byStage.set(stage, buckets);
   }
   return byStage;
@@ -296,6 +306,9 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     unexpected = 0;
 
     const count = seconds * RATE_PER_S;
+    // The client's own event-loop delay: a POST or frame it handles late counts as latency too.
+    const benchLoop = monitorEventLoopDelay({ resolution: 5 });
+    benchLoop.enable();
     const benchCpuBefore = process.cpuUsage();
     const nodeCpuBefore = cluster.nodes.map((node) => cpuSeconds(node.pid));
     const [floor, pgCommits] = await Promise.all([
@@ -306,6 +319,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       paced(RATE_PER_S, count, post),
     ]);
     const benchCpu = process.cpuUsage(benchCpuBefore);
+    benchLoop.disable();
     const nodeCpuS = cluster.nodes.reduce((sum, node, i) => sum + cpuSeconds(node.pid) - nodeCpuBefore[i], 0);
     const lagAfter = await eventLoopLagMax(api);
     const stages = stageBreakdown(metricsBefore, await api.metrics());
@@ -323,6 +337,8 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       scenario: mode === 'split' ? 'push' : `push-${mode}`,
       client: 'node-http (keep-alive http.Agent)',
       bench_cpu_s_in_run: round((benchCpu.user + benchCpu.system) / 1e6, 1),
+      bench_event_loop_delay_p99_ms: round(benchLoop.percentile(99) / 1e6),
+      bench_event_loop_delay_max_ms: round(benchLoop.max / 1e6),
       operator_cpu_ms_per_envelope: round((nodeCpuS * 1000) / count, 3),
       first_seconds: warmupBySecond.map((values, i) => ({ second: i + 1, n: values.length, ...stats(values) })),
       event_loop_lag_max_ms_boot_and_warmup: lagBefore,
