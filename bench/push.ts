@@ -144,6 +144,35 @@ async function pgFloor(
   }
 }
 
+/**
+ * CPU seconds so far of the Postgres backends serving the scratch database, by pid, and of the
+ * Redis server (from /proc: the bench runs on their machine); a pid gone or unreadable counts 0.
+ * The Redis figure includes the Redis floor's own XADD/XREAD.
+ */
+async function serverCpu(databaseUrl: string, redis: { info(section: string): Promise<string> }) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+    );
+    const redisPid = Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]);
+    const read = (pid: number) => {
+      try {
+        return cpuSeconds(pid);
+      } catch {
+        return 0;
+      }
+    };
+    return {
+      postgres: new Map(rows.map(({ pid }) => [pid, read(pid)])),
+      redis: Number.isFinite(redisPid) ? read(redisPid) : 0,
+    };
+  } finally {
+    await client.end();
+  }
+}
+
 const STAGES = ['server', 'auth', 'prepare', 'queue', 'write', 'publish'] as const;
 
 /**
@@ -309,6 +338,8 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     // The client's own event-loop delay: a POST or frame it handles late counts as latency too.
     const benchLoop = monitorEventLoopDelay({ resolution: 5 });
     benchLoop.enable();
+    const serverRedis = mode === 'embedded' ? undefined : cluster.redis();
+    const serversBefore = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     const benchCpuBefore = process.cpuUsage();
     const nodeCpuBefore = cluster.nodes.map((node) => cpuSeconds(node.pid));
     const [floor, pgCommits] = await Promise.all([
@@ -321,6 +352,14 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const benchCpu = process.cpuUsage(benchCpuBefore);
     benchLoop.disable();
     const nodeCpuS = cluster.nodes.reduce((sum, node, i) => sum + cpuSeconds(node.pid) - nodeCpuBefore[i], 0);
+    const serversAfter = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
+    serverRedis?.disconnect();
+    // Backends that started during the run count from 0; the pg floor's own backends are gone by now.
+    const postgresCpuS =
+      serversAfter && serversBefore
+        ? [...serversAfter.postgres].reduce((sum, [pid, cpu]) => sum + cpu - (serversBefore.postgres.get(pid) ?? 0), 0)
+        : null;
+    const redisCpuS = serversAfter && serversBefore ? serversAfter.redis - serversBefore.redis : null;
     const lagAfter = await eventLoopLagMax(api);
     const stages = stageBreakdown(metricsBefore, await api.metrics());
     const deadline = Date.now() + 10_000;
@@ -340,6 +379,9 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       bench_event_loop_delay_p99_ms: round(benchLoop.percentile(99) / 1e6),
       bench_event_loop_delay_max_ms: round(benchLoop.max / 1e6),
       operator_cpu_ms_per_envelope: round((nodeCpuS * 1000) / count, 3),
+      postgres_backends_cpu_ms_per_envelope: postgresCpuS === null ? null : round((postgresCpuS * 1000) / count, 3),
+      redis_server_cpu_ms_per_envelope: redisCpuS === null ? null : round((redisCpuS * 1000) / count, 3),
+      bench_cpu_ms_per_envelope: round((benchCpu.user + benchCpu.system) / 1e3 / count, 3),
       first_seconds: warmupBySecond.map((values, i) => ({ second: i + 1, n: values.length, ...stats(values) })),
       event_loop_lag_max_ms_boot_and_warmup: lagBefore,
       event_loop_lag_max_ms_run: lagAfter,
