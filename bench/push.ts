@@ -1,5 +1,7 @@
 import { loadavg } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import { ulid } from '#domain';
 import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets } from './cluster';
 import { percentile, request, round } from './support';
@@ -94,6 +96,144 @@ async function redisFloor(cluster: BenchCluster, ratePerS: number, count: number
 }
 
 /**
+ * The durable-commit floor: a plain `pg` pool (Roost's default size, 20) commits a one-row INSERT
+ * (autocommit, `synchronous_commit` as the server has it: on, as for Roost) at `ratePerS`, open
+ * loop, concurrently with the push run on the same Postgres. Latency is the commit's round trip on
+ * a connection already checked out (no pool wait), the part of an accept no batching can remove.
+ */
+async function pgFloor(
+  databaseUrl: string,
+  ratePerS: number,
+  count: number,
+): Promise<{ latencies: number[]; synchronousCommit: string }> {
+  const size = 20;
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: size });
+  try {
+    await pool.query(
+      'create table if not exists bench_floor (id bigint primary key, at bigint not null, pad text not null)',
+    );
+    const synchronousCommit = (await pool.query<{ synchronous_commit: string }>('show synchronous_commit')).rows[0]
+      .synchronous_commit;
+    // Open every connection before the first sample.
+    const clients = await Promise.all(Array.from({ length: size }, () => pool.connect()));
+    clients.forEach((client) => client.release());
+    const pad = 'x'.repeat(400);
+    const latencies: number[] = [];
+    await paced(
+      ratePerS,
+      count,
+      async (n) => {
+        const client = await pool.connect();
+        try {
+          const t0 = performance.now();
+          await client.query({
+            name: 'bench_floor_insert',
+            text: 'insert into bench_floor (id, at, pad) values ($1, $2, $3)',
+            values: [n, Date.now(), pad],
+          });
+          latencies.push(performance.now() - t0);
+        } finally {
+          client.release();
+        }
+      },
+      1000 / ratePerS / 4,
+    );
+    return { latencies, synchronousCommit };
+  } finally {
+    await pool.end();
+  }
+}
+
+/**
+ * CPU seconds so far of the Postgres backends serving the scratch database, by pid, and of the
+ * Redis server (from /proc: the bench runs on their machine); a pid gone or unreadable counts 0.
+ * The Redis figure includes the Redis floor's own XADD/XREAD.
+ */
+async function serverCpu(databaseUrl: string, redis: { info(section: string): Promise<string> }) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+    );
+    const redisPid = Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]);
+    const read = (pid: number) => {
+      try {
+        return cpuSeconds(pid);
+      } catch {
+        return 0;
+      }
+    };
+    return {
+      postgres: new Map(rows.map(({ pid }) => [pid, read(pid)])),
+      redis: Number.isFinite(redisPid) ? read(redisPid) : 0,
+    };
+  } finally {
+    await client.end();
+  }
+}
+
+const STAGES = ['server', 'auth', 'prepare', 'queue', 'write', 'publish'] as const;
+
+/**
+ * Cumulative bucket counts (`le` in seconds) of `roost_accept_stage_seconds` by stage, and of
+ * `roost_http_request_duration_seconds` for `POST /messages` as the stage `server` (the whole
+ * request inside the process: parse, guard, handler, reply; coarser buckets).
+ */
+function stageBuckets(text: string): Map<string, Array<[number, number]>> {
+  const byStage = new Map<string, Array<[number, number]>>();
+  for (const line of text.split('\n')) {
+    const m = /^(roost_accept_stage_seconds|roost_http_request_duration_seconds)_bucket\{(.*)\} (\S+)$/.exec(line);
+    if (!m) continue;
+    const stage =
+      m[1] === 'roost_accept_stage_seconds'
+        ? /stage="([^"]+)"/.exec(m[2])?.[1]
+        : m[2].includes('route="/messages"') && m[2].includes('method="POST"')
+          ? 'server'
+          : undefined;
+    const le = /le="([^"]+)"/.exec(m[2])?.[1];
+    if (stage === undefined || le === undefined) continue;
+    const buckets = byStage.get(stage) ?? [];
+    buckets.push([le === '+Inf' ? Infinity : Number(le), Number(m[3])]);
+    byStage.set(stage, buckets);
+  }
+  return byStage;
+}
+
+/** A quantile of a histogram delta, linear within its bucket (Prometheus `histogram_quantile`), in ms. */
+function bucketQuantile(buckets: Array<[number, number]>, q: number): number | null {
+  const total = buckets.at(-1)?.[1] ?? 0;
+  if (total === 0) return null;
+  const rank = q * total;
+  let lower = 0;
+  let below = 0;
+  for (const [le, count] of buckets) {
+    if (count >= rank) {
+      if (le === Infinity) return round(lower * 1000);
+      return round((lower + ((le - lower) * (rank - below)) / Math.max(1, count - below)) * 1000);
+    }
+    lower = le;
+    below = count;
+  }
+  return null;
+}
+
+/** Per stage: samples, p50 and p99 (ms, bucket-interpolated) between two scrapes of a node's /metrics. */
+function stageBreakdown(before: string, after: string): Record<string, unknown> {
+  const b = stageBuckets(before);
+  const a = stageBuckets(after);
+  const out: Record<string, unknown> = {};
+  for (const stage of STAGES) {
+    const end = a.get(stage);
+    if (!end) continue;
+    const start = new Map(b.get(stage) ?? []);
+    const delta = end.map(([le, count]): [number, number] => [le, count - (start.get(le) ?? 0)]);
+    out[stage] = { n: delta.at(-1)?.[1] ?? 0, p50_ms: bucketQuantile(delta, 0.5), p99_ms: bucketQuantile(delta, 0.99) };
+  }
+  return out;
+}
+
+/**
  * `push`: 50 recipients connected to a gateway process, 200 envelopes/s posted through a separate
  * api process (one recipient each, round robin), for ROOST_BENCH_SECONDS (default 20). Latency is
  * from the start of the POST to the `envelope.notify` frame on the recipient's socket, matched by
@@ -184,6 +324,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     await sleep(500);
     warming = false;
     const lagBefore = await eventLoopLagMax(api);
+    const metricsBefore = await api.metrics();
     latencies = [];
     stampToFrame = [];
     frameAt.clear();
@@ -194,15 +335,33 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     unexpected = 0;
 
     const count = seconds * RATE_PER_S;
+    // The client's own event-loop delay: a POST or frame it handles late counts as latency too.
+    const benchLoop = monitorEventLoopDelay({ resolution: 5 });
+    benchLoop.enable();
+    const serverRedis = mode === 'embedded' ? undefined : cluster.redis();
+    const serversBefore = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     const benchCpuBefore = process.cpuUsage();
     const nodeCpuBefore = cluster.nodes.map((node) => cpuSeconds(node.pid));
-    const [floor] = await Promise.all([
+    const [floor, pgCommits] = await Promise.all([
       mode === 'embedded' ? Promise.resolve([]) : redisFloor(cluster, RATE_PER_S, count),
+      mode === 'embedded' || process.env.ROOST_BENCH_PG_FLOOR === '0'
+        ? Promise.resolve(undefined)
+        : pgFloor(cluster.databaseUrl, RATE_PER_S, count),
       paced(RATE_PER_S, count, post),
     ]);
     const benchCpu = process.cpuUsage(benchCpuBefore);
+    benchLoop.disable();
     const nodeCpuS = cluster.nodes.reduce((sum, node, i) => sum + cpuSeconds(node.pid) - nodeCpuBefore[i], 0);
+    const serversAfter = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
+    serverRedis?.disconnect();
+    // Backends that started during the run count from 0; the pg floor's own backends are gone by now.
+    const postgresCpuS =
+      serversAfter && serversBefore
+        ? [...serversAfter.postgres].reduce((sum, [pid, cpu]) => sum + cpu - (serversBefore.postgres.get(pid) ?? 0), 0)
+        : null;
+    const redisCpuS = serversAfter && serversBefore ? serversAfter.redis - serversBefore.redis : null;
     const lagAfter = await eventLoopLagMax(api);
+    const stages = stageBreakdown(metricsBefore, await api.metrics());
     const deadline = Date.now() + 10_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(20);
 
@@ -217,7 +376,12 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       scenario: mode === 'split' ? 'push' : `push-${mode}`,
       client: 'node-http (keep-alive http.Agent)',
       bench_cpu_s_in_run: round((benchCpu.user + benchCpu.system) / 1e6, 1),
+      bench_event_loop_delay_p99_ms: round(benchLoop.percentile(99) / 1e6),
+      bench_event_loop_delay_max_ms: round(benchLoop.max / 1e6),
       operator_cpu_ms_per_envelope: round((nodeCpuS * 1000) / count, 3),
+      postgres_backends_cpu_ms_per_envelope: postgresCpuS === null ? null : round((postgresCpuS * 1000) / count, 3),
+      redis_server_cpu_ms_per_envelope: redisCpuS === null ? null : round((redisCpuS * 1000) / count, 3),
+      bench_cpu_ms_per_envelope: round((benchCpu.user + benchCpu.system) / 1e3 / count, 3),
       first_seconds: warmupBySecond.map((values, i) => ({ second: i + 1, n: values.length, ...stats(values) })),
       event_loop_lag_max_ms_boot_and_warmup: lagBefore,
       event_loop_lag_max_ms_run: lagAfter,
@@ -242,6 +406,11 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       redis_floor_samples: floor.length,
       redis_floor_p50_ms: raw.p50_ms,
       redis_floor_p99_ms: raw.p99_ms,
+      pg_commit_floor_samples: pgCommits?.latencies.length ?? 0,
+      pg_commit_floor_synchronous_commit: pgCommits?.synchronousCommit ?? null,
+      pg_commit_floor_p50_ms: pgCommits ? stats(pgCommits.latencies).p50_ms : null,
+      pg_commit_floor_p99_ms: pgCommits ? stats(pgCommits.latencies).p99_ms : null,
+      accept_stages: stages,
       target_p99_ms: 15,
       met: push.p99_ms <= 15 && pending.size === 0,
       processes:

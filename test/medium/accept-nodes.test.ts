@@ -108,4 +108,19 @@ describe('accept path with two api nodes writing to one mailbox', () => {
     expect(await fallbacks(a)).toBe(counted);
     expect(await mailboxOf('@n3.carol')).toEqual([toCarol.id, next.id]);
   });
+  it('times each stage of a send once (roost_accept_stage_seconds), and no other route as a send', async () => {
+    const alice = await a.agent('@n4.alice');
+    const bob = await a.agent('@n4.bob');
+    const stages = ['auth', 'prepare', 'queue', 'write', 'publish'];
+    const counts = async () => {
+      const text = (await a.client.get('/metrics')).text;
+      return stages.map((stage) =>
+        Number(new RegExp(`^roost_accept_stage_seconds_count\\{stage="${stage}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0),
+      );
+    };
+    const before = await counts();
+    expect((await a.client.post('/messages', envelope('@n4.bob'), alice)).status).toBe(202);
+    expect((await a.client.get('/mailbox', bob)).status).toBe(200); // an agent route that is not a send
+    expect(await counts()).toEqual(before.map((n) => n + 1));
+  });
 });

@@ -33,6 +33,7 @@ const CATALOGUE: Record<string, { type: string; labels: string[] }> = {
   roost_accept_batch_envelopes: { type: 'histogram', labels: [] },
   roost_accept_lock_fallbacks_total: { type: 'counter', labels: [] },
   roost_accept_queue_expired_total: { type: 'counter', labels: [] },
+  roost_accept_stage_seconds: { type: 'histogram', labels: ['stage'] },
   roost_mailbox_list_duration_seconds: { type: 'histogram', labels: ['direction'] },
   roost_db_pool_connections: { type: 'gauge', labels: ['state'] },
   roost_db_query_duration_seconds: { type: 'histogram', labels: [] },

@@ -164,3 +164,39 @@ describe('AcceptBatcher lock-free path', () => {
     expect(calls).toEqual({ transactions: 3, lockFree: 3 });
   });
 });
+
+describe('AcceptBatcher stage timings', () => {
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
+    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+    ROOST_ACCEPT_WRITERS: '1',
+  });
+
+  const countOf = async (metrics: Metrics, stage: string) =>
+    (await metrics.acceptStage.get()).values.find(
+      (v) => v.metricName === 'roost_accept_stage_seconds_count' && v.labels.stage === stage,
+    )?.value ?? 0;
+
+  it('observes the queue and write stages once per committed job, the queue wait of a job behind a busy mailbox included', async () => {
+    const { transactions, repository } = gatedRepository();
+    const metrics = new Metrics();
+    const batcher = new AcceptBatcher(repository, metrics, config);
+
+    const first = batcher.submit(job('A', 1));
+    const second = batcher.submit(job('B', 1)); // waits in the queue for the batch holding mailbox 1
+    expect(await countOf(metrics, 'queue')).toBe(1);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    transactions[0].release();
+    await first;
+    await flush();
+    expect(await countOf(metrics, 'write')).toBe(1);
+    expect(await countOf(metrics, 'queue')).toBe(2);
+    const queued = (await metrics.acceptStage.get()).values.find(
+      (v) => v.metricName === 'roost_accept_stage_seconds_sum' && v.labels.stage === 'queue',
+    )!.value;
+    expect(queued).toBeGreaterThanOrEqual(0.015); // B's wait behind A's commit
+    transactions[1].release();
+    await second;
+    expect(await countOf(metrics, 'write')).toBe(2);
+  });
+});

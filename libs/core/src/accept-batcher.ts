@@ -22,6 +22,8 @@ interface Pending {
   job: AcceptJob;
   /** When it was submitted (`now()`), for the queue deadline. */
   queuedAt: number;
+  /** `performance.now()` at submit, for the queue stage of `roost_accept_stage_seconds`. */
+  submittedAt: number;
   resolve: (outcome: AcceptOutcome) => void;
   reject: (error: unknown) => void;
 }
@@ -88,7 +90,7 @@ export class AcceptBatcher {
 
   submit(job: AcceptJob): Promise<AcceptOutcome> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ job, queuedAt: this.now(), resolve, reject });
+      this.queue.push({ job, queuedAt: this.now(), submittedAt: performance.now(), resolve, reject });
       this.scheduler.request();
     });
   }
@@ -146,8 +148,13 @@ export class AcceptBatcher {
 
   private async commit(batch: Pending[]): Promise<void> {
     this.metrics.acceptBatchSize.observe(batch.length);
+    const started = performance.now();
+    for (const pending of batch)
+      this.metrics.acceptStage.observe({ stage: 'queue' }, (started - pending.submittedAt) / 1000);
     try {
       const outcomes = await this.runWithRetry(batch.map((pending) => pending.job));
+      const written = (performance.now() - started) / 1000;
+      for (let i = 0; i < batch.length; i++) this.metrics.acceptStage.observe({ stage: 'write' }, written);
       batch.forEach((pending, i) => pending.resolve(outcomes[i]));
       return;
     } catch (error) {

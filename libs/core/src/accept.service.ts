@@ -86,13 +86,17 @@ export class AcceptService {
   }
 
   async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
+    const prepareStart = performance.now();
     const { job, handles, warnings } = await this.prepare(sender, posted, options);
+    this.metrics.acceptStage.observe({ stage: 'prepare' }, (performance.now() - prepareStart) / 1000);
     const withWarnings = (accepted: Accepted): Accepted => (warnings.length > 0 ? { ...accepted, warnings } : accepted);
     for (let attempt = 0; attempt < 3; attempt++) {
       const outcome = await this.batcher.submit(job);
       if (outcome.kind === 'stored') {
         this.metrics.recipientsPerEnvelope.observe(job.recipients.length);
+        const publishStart = performance.now();
         this.publish(job, posted, outcome.createdAt, outcome.header, outcome.entries, sender.id);
+        this.metrics.acceptStage.observe({ stage: 'publish' }, (performance.now() - publishStart) / 1000);
         if (job.receipt) this.metrics.receipts.inc({ status: job.receipt.status });
         return {
           accepted: withWarnings({

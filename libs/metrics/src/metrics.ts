@@ -47,6 +47,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly acceptStage = new Histogram({
+    name: 'roost_accept_stage_seconds',
+    help: 'Where a send spends its time, by stage: auth (token and recipients lookup), prepare (validate, policy, guard), queue (waiting for a writer or a busy mailbox), write (the accept statement to its commit), publish (frames handed to the bus).',
+    labelNames: ['stage'],
+    buckets: [0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 1, 5],
+    registers: [this.registry],
+  });
+
   readonly acceptQueueExpired = new Counter({
     name: 'roost_accept_queue_expired_total',
     help: 'Accepts answered 503 because they waited in the accept queue longer than the statement timeout (a mailbox held by a batch stuck on a lock, or every writer busy).',
