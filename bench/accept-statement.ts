@@ -22,33 +22,42 @@ interface Variant {
   searchText?: boolean;
 }
 
+/** Back to the schema of migrations 0001–0006: the row-level foreign keys of mailbox_entries, no 0007 triggers. */
+const SCHEMA_0006 = [
+  'DROP TRIGGER mailbox_entries_check_parents ON mailbox_entries',
+  'DROP TRIGGER envelopes_delete_entries ON envelopes',
+  'DROP TRIGGER mailboxes_delete_entries ON mailboxes',
+  'ALTER TABLE mailbox_entries ADD CONSTRAINT mailbox_entries_mailbox_id_fkey FOREIGN KEY (mailbox_id) REFERENCES mailboxes (agent_id) ON DELETE CASCADE',
+  'ALTER TABLE mailbox_entries ADD CONSTRAINT mailbox_entries_envelope_id_fkey FOREIGN KEY (envelope_id) REFERENCES envelopes (id) ON DELETE CASCADE',
+];
+const DROP_FK_MAILBOX = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_mailbox_id_fkey';
+const DROP_FK_ENVELOPE = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_envelope_id_fkey';
+
+/** `as_0006` and what each of its parts costs (`0006_no_…`: that part removed), then the current schema. */
 const VARIANTS: Variant[] = [
-  { name: 'as_migrated', ddl: [] },
+  { name: 'as_0006', ddl: SCHEMA_0006 },
+  { name: '0006_no_entry_fks', ddl: [...SCHEMA_0006, DROP_FK_MAILBOX, DROP_FK_ENVELOPE] },
+  { name: '0006_no_fk_mailbox', ddl: [...SCHEMA_0006, DROP_FK_MAILBOX] },
+  { name: '0006_no_fk_envelope', ddl: [...SCHEMA_0006, DROP_FK_ENVELOPE] },
+  { name: '0006_no_feed_index', ddl: [...SCHEMA_0006, 'DROP INDEX mailbox_entries_feed'] },
+  { name: '0006_no_unread_index', ddl: [...SCHEMA_0006, 'DROP INDEX mailbox_entries_unread'] },
+  { name: '0006_no_envelope_index', ddl: [...SCHEMA_0006, 'DROP INDEX mailbox_entries_envelope'] },
+  { name: '0006_no_search_gin', ddl: [...SCHEMA_0006, 'DROP INDEX envelopes_search'] },
+  { name: '0006_no_search_text', ddl: SCHEMA_0006, searchText: false },
+  { name: '0006_no_mailboxes_update', ddl: SCHEMA_0006, advance: false },
   {
-    name: 'no_entry_fks',
+    name: '0006_entries_pk_only',
     ddl: [
-      'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_mailbox_id_fkey',
-      'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_envelope_id_fkey',
-    ],
-  },
-  { name: 'no_fk_mailbox', ddl: ['ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_mailbox_id_fkey'] },
-  { name: 'no_fk_envelope', ddl: ['ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_envelope_id_fkey'] },
-  { name: 'no_feed_index', ddl: ['DROP INDEX mailbox_entries_feed'] },
-  { name: 'no_unread_index', ddl: ['DROP INDEX mailbox_entries_unread'] },
-  { name: 'no_envelope_index', ddl: ['DROP INDEX mailbox_entries_envelope'] },
-  { name: 'no_search_gin', ddl: ['DROP INDEX envelopes_search'] },
-  { name: 'no_search_text', ddl: [], searchText: false },
-  { name: 'no_mailboxes_update', ddl: [], advance: false },
-  {
-    name: 'entries_pk_only',
-    ddl: [
-      'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_mailbox_id_fkey',
-      'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_envelope_id_fkey',
+      ...SCHEMA_0006,
+      DROP_FK_MAILBOX,
+      DROP_FK_ENVELOPE,
       'DROP INDEX mailbox_entries_feed',
       'DROP INDEX mailbox_entries_unread',
       'DROP INDEX mailbox_entries_envelope',
     ],
   },
+  { name: 'as_migrated', ddl: [] },
+  { name: 'migrated_no_parent_check', ddl: ['DROP TRIGGER mailbox_entries_check_parents ON mailbox_entries'] },
 ];
 
 /** Nanoseconds a process has run on a CPU (first field of /proc/<pid>/schedstat). */
@@ -56,12 +65,16 @@ function runNs(pid: number): number {
   return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
 }
 
+/** The pid of the backend serving the pool's one connection. */
+async function backendPid(database: Database): Promise<number> {
+  return (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(database.db)).rows[0].pid;
+}
+
 interface Target {
   variant: Variant;
   scratch: ScratchDatabase;
   database: Database;
   repo: EnvelopesRepository;
-  pid: number;
   senderId: number;
   mailboxIds: number[];
   handles: string[];
@@ -76,7 +89,7 @@ interface Target {
 
 async function setUp(variant: Variant): Promise<Target> {
   const scratch = await scratchDatabase('roost_bench_stmt');
-  const database = openPostgres({ url: scratch.url, poolSize: 1, statementTimeoutMs: 60_000 });
+  const database = openPostgres({ url: scratch.url, poolSize: 1, poolMin: 1, statementTimeoutMs: 60_000 });
   await migrate(database);
   const admin = new pg.Client({ connectionString: scratch.url });
   await admin.connect();
@@ -93,13 +106,11 @@ async function setUp(variant: Variant): Promise<Target> {
     for (const statement of variant.ddl) await admin.query(statement);
     await admin.query('VACUUM ANALYZE');
     const byHandle = new Map(inserted.rows.map((row) => [row.handle, Number(row.id)]));
-    const pid = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(database.db)).rows[0].pid;
     return {
       variant,
       scratch,
       database,
       repo: new EnvelopesRepository(database),
-      pid,
       senderId: byHandle.get('@bench.sender')!,
       mailboxIds: handles.map((h) => byHandle.get(h)!),
       handles,
@@ -197,18 +208,17 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
     for (const target of targets) Object.assign(target, { cpuNs: 0, rows: 0, envelopes: 0, statements: 0, wallMs: 0 });
     for (let r = 0; r < rounds; r++) {
       for (const target of r % 2 === 0 ? targets : [...targets].reverse()) {
-        const cpuBefore = runNs(target.pid);
+        const pid = await backendPid(target.database);
+        const cpuBefore = runNs(pid);
         const start = performance.now();
         while (performance.now() - start < windowMs) await acceptOnce(target, batch, counter);
         target.wallMs += performance.now() - start;
-        target.cpuNs += runNs(target.pid) - cpuBefore;
+        target.cpuNs += runNs(pid) - cpuBefore;
+        if ((await backendPid(target.database)) !== pid) throw new Error(`${target.variant.name}: the backend changed`);
       }
     }
-    for (const target of targets) {
-      const pid = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(target.database.db)).rows[0].pid;
-      if (pid !== target.pid) throw new Error(`${target.variant.name}: the backend changed (${target.pid} → ${pid})`);
-    }
     const base = targets[0].cpuNs / targets[0].rows / 1000;
+    const first = targets[0].variant.name;
     return {
       scenario: 'accept-statement',
       statement: 'roost_accept_if_current',
@@ -224,7 +234,7 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
             t.variant.name,
             {
               backend_cpu_us_per_row: round(perRow, 2),
-              vs_first: round(perRow / base, 3),
+              [`vs_${first}`]: round(perRow / base, 3),
               backend_cpu_ms_per_statement: round(t.cpuNs / t.statements / 1e6, 3),
               rows_per_s_one_backend: round(t.rows / (t.wallMs / 1000), 0),
               backend_cpu_pct_of_wall: round((t.cpuNs / 1e6 / t.wallMs) * 100, 0),
