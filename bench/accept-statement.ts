@@ -143,7 +143,14 @@ async function acceptOnce(target: Target, batch: number, counter: { n: number })
     const subject = `fanout ${i}`;
     const text = `fanout bench envelope ${i}`;
     const body = JSON.stringify({ id, to, date_ms: createdAt, subject, content_parts: [{ type: 'text', text }] });
-    const header = JSON.stringify({ id, from: '@bench.sender', to, date_ms: createdAt, subject, created_at: createdAt });
+    const header = JSON.stringify({
+      id,
+      from: '@bench.sender',
+      to,
+      date_ms: createdAt,
+      subject,
+      created_at: createdAt,
+    });
     envelopes.push({
       id,
       sender_id: target.senderId,

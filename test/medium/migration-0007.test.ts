@@ -57,9 +57,9 @@ async function writeOldData(database: Database): Promise<void> {
 async function snapshot(database: Database): Promise<Record<string, unknown[]>> {
   const out: Record<string, unknown[]> = {};
   for (const table of TABLES) {
-    const result = await sql<{ j: string }>`select to_jsonb(t)::text as j from ${sql.table(table)} t order by 1`.execute(
-      database.db,
-    );
+    const result = await sql<{
+      j: string;
+    }>`select to_jsonb(t)::text as j from ${sql.table(table)} t order by 1`.execute(database.db);
     out[table] = result.rows.map((row) => JSON.parse(row.j));
   }
   return out;
