@@ -1,4 +1,5 @@
 import { acceptScenario } from './accept';
+import { acceptStatementScenario } from './accept-statement';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
 import { consoleSearchScenario } from './console-search';
@@ -19,6 +20,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
   'accept-embedded-http': () =>
     acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
+  'accept-statement': () => acceptStatementScenario(),
   catchup: () => catchupScenario(),
   triage: () => triageScenario(),
   cli: () => cliScenario(),

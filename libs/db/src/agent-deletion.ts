@@ -39,7 +39,8 @@ export async function deleteAgents(trx: Kysely<DB>, agentIds: readonly number[],
   await trx.deleteFrom('blocks').where('agent_id', '=', byId).execute();
   await trx.deleteFrom('schedules').where('owner_id', '=', byId).execute();
   await trx.deleteFrom('files').where('uploader_id', '=', byId).where('envelope_id', 'is', null).execute();
-  // Its mailbox entries and retention mark go by cascade; a send to it now finds no mailbox (404).
+  // Its mailbox entries (trigger mailboxes_delete_entries, migration 0007) and retention mark (cascade) go with it;
+  // a send to it now finds no mailbox (404).
   await trx.deleteFrom('mailboxes').where('agent_id', '=', byId).execute();
   // What it sent that no mailbox holds (to itself only, or already purged everywhere) has no reader
   // left: it goes now, with its files and the receipts answering it (as retention would).
