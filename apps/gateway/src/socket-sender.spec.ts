@@ -28,6 +28,20 @@ describe('SocketSender', () => {
     expect(await counter(metrics.framesSent, { kind: 'notify' })).toBe(1);
   });
 
+  it("encodes an envelope's frame once: every recipient's socket gets the same bytes, as a text frame", () => {
+    const { socket, connection, sender } = setup();
+    const other = new FakeSocket();
+    const header = JSON.stringify({ op: 'envelope.notify', subject: 'héllo' });
+    sender.send(connection, header, 'notify');
+    sender.send(new Connection(other.ws, 2, 'hash'), `${header}`, 'notify');
+    sender.send(connection, 'next', 'notify');
+    expect(socket.sent).toEqual([header, 'next']);
+    expect(other.sent).toEqual([header]);
+    expect(Buffer.isBuffer(socket.payloads[0])).toBe(true);
+    expect(other.payloads[0]).toBe(socket.payloads[0]);
+    expect([socket.binaryFrames, other.binaryFrames]).toEqual([0, 0]);
+  });
+
   it('closes a socket whose buffer passed the bound as a slow consumer (4008), once', async () => {
     const { socket, connection, metrics, debug, sender } = setup(1_000);
     socket.bufferedAmount = 1_001;

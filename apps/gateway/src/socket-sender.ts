@@ -6,12 +6,22 @@ import type { Connection } from './connection';
 /** How long a replay or backfill waits for a reader that makes no progress. */
 export const PACED_WAIT_MS = 30_000;
 const OPEN = 1;
+const TEXT_FRAME = { binary: false } as const;
 
 /**
  * Frames onto sockets, and sockets closed: the send-buffer bound (4008 slow consumer), pings, and
  * the metrics of both. Where a frame goes and in what order is the caller's business.
  */
 export class SocketSender {
+  /**
+   * The bytes of the last frame text sent. An envelope's header frame is the same text for every
+   * recipient (the bus delivers one string per stream entry), so a fan-out encodes it once and
+   * hands the same Buffer to every socket (`ws` never writes into a server frame's payload) instead
+   * of each send measuring and encoding the string again.
+   */
+  private lastText: string | undefined;
+  private lastBytes: Buffer = Buffer.alloc(0);
+
   constructor(
     private readonly metrics: Metrics,
     private readonly logger: Pick<Logger, 'debug'>,
@@ -22,7 +32,12 @@ export class SocketSender {
   /** Send a live frame; a socket whose buffer is past its bound is closed as a slow consumer. */
   send(connection: Connection, text: string, kind: string): void {
     if (connection.closed || connection.ws.readyState !== OPEN) return;
-    connection.ws.send(text);
+    if (text !== this.lastText) {
+      this.lastText = text;
+      this.lastBytes = Buffer.from(text);
+    }
+    // Binary would be the default for a Buffer: the frame stays a text frame.
+    connection.ws.send(this.lastBytes, TEXT_FRAME);
     this.metrics.framesSent.inc({ kind });
     if (connection.ws.bufferedAmount > this.maxBufferedBytes) {
       this.close(connection, CLOSE_CODES.slowConsumer, 'slow consumer, resume from cursor', 'slow_consumer');
