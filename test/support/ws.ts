@@ -37,8 +37,10 @@ export class Listener {
   private waiters: Array<() => void> = [];
 
   constructor(readonly ws: WebSocket) {
-    ws.on('message', (data) => {
+    ws.on('message', (data, isBinary) => {
       const text = (data as Buffer).toString();
+      // Every frame the gateway sends is JSON text (a frame sent from a shared Buffer, too).
+      if (isBinary) this.violations.push(`binary frame, not text: ${text}`);
       const frame = JSON.parse(text);
       const schema =
         frame.op === 'envelope.notify' ? 'header' : frame.op === 'monitor.fact' ? 'monitor-fact' : undefined;

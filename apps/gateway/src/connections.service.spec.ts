@@ -110,6 +110,22 @@ describe('ConnectionsService delivery', () => {
     expect(socket.sent).toEqual(['h1', 'h2']);
   });
 
+  it('a live frame with no gap is on the socket when the bus delivery returns; a gap still waits for its backfill', async () => {
+    const { service, open, frame } = gateway();
+    const socket = await open();
+    service.onFrame(frame(1), Date.now());
+    service.onMonitor({ mailbox_id: 1, frame: 'fact' });
+    expect(socket.sent).toEqual(['h1', 'fact']); // no await: sent synchronously
+    frame(2); // lost
+    service.onFrame(frame(3), Date.now());
+    service.onFrame(frame(4), Date.now()); // behind the backfill, not before it
+    expect(socket.sent).toEqual(['h1', 'fact']);
+    await flush();
+    expect(socket.sent).toEqual(['h1', 'fact', 'h2', 'h3', 'h4']);
+    service.onFrame(frame(5), Date.now());
+    expect(socket.sent).toEqual(['h1', 'fact', 'h2', 'h3', 'h4', 'h5']);
+  });
+
   it('a monitor fact stays behind the notify frames queued before it', async () => {
     const { service, open, frame } = gateway();
     const socket = await open();

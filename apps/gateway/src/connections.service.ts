@@ -113,7 +113,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
   onFrame(frame: HeaderFrame, committedAt: number): void {
     for (const connection of this.registry.of(frame.mailbox_id)) {
       connection.inbox.push({ kind: 'frame', frame, committedAt });
-      void this.drain(connection);
+      this.pump(connection);
     }
   }
 
@@ -121,7 +121,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
   onMonitor(frame: MonitorFrame): void {
     for (const connection of this.registry.of(frame.mailbox_id)) {
       connection.inbox.push({ kind: 'monitor', text: frame.frame });
-      void this.drain(connection);
+      this.pump(connection);
     }
   }
 
@@ -171,41 +171,85 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
 
   /**
    * Send held and live frames in arrival order (header frames in `seq` order); a frame past
-   * `lastSeq + 1` first backfills the gap.
+   * `lastSeq + 1` first backfills the gap. A bus delivery that needs no backfill is sent right
+   * here, synchronously: no promise per frame on the fan-out path.
    */
+  private pump(connection: Connection): void {
+    if (connection.draining || connection.state !== 'live') return;
+    try {
+      if (!this.sendReady(connection)) void this.drain(connection);
+    } catch (error) {
+      this.failed(connection, error);
+    }
+  }
+
+  /**
+   * Send the inbox's items in order until one needs a backfill from Postgres (left at the head):
+   * false then, true once the inbox is empty or the socket closed.
+   */
+  private sendReady(connection: Connection): boolean {
+    const inbox = connection.inbox;
+    while (inbox.length > 0 && !connection.closed) {
+      const item = inbox[0];
+      if (item.kind === 'catch-up') {
+        if (item.through > connection.lastSeq) return false;
+        inbox.shift();
+        continue;
+      }
+      if (item.kind === 'monitor') {
+        inbox.shift();
+        this.sender.send(connection, item.text, 'monitor');
+        continue;
+      }
+      const { frame } = item;
+      if (frame.seq <= connection.lastSeq) {
+        inbox.shift();
+        if (connection.claimStartWindowFrame(frame.seq)) this.sender.send(connection, frame.header, 'notify');
+        continue;
+      }
+      if (frame.seq > connection.lastSeq + 1) return false;
+      inbox.shift();
+      this.sendLive(connection, frame, item.committedAt);
+    }
+    return true;
+  }
+
+  private sendLive(connection: Connection, frame: HeaderFrame, committedAt: number): void {
+    this.sender.send(connection, frame.header, 'notify');
+    // The commit was stamped by another process's wall clock: measured on this one's.
+    this.metrics.commitToSocket.observe(Math.max(0, Date.now() - committedAt) / 1000);
+    connection.lastSeq = frame.seq;
+  }
+
+  /** `sendReady`, and the backfills it stops at, until the inbox is empty. */
   private async drain(connection: Connection): Promise<void> {
     if (connection.draining || connection.state !== 'live') return;
     connection.draining = true;
     try {
-      while (connection.inbox.length > 0 && !connection.closed) {
+      while (!this.sendReady(connection)) {
+        // The head item needs a backfill: a sweep's catch-up, or a frame past `lastSeq + 1`.
         const item = connection.inbox.shift()!;
         if (item.kind === 'catch-up') {
-          if (item.through > connection.lastSeq) await this.replayer.backfill(connection, item.through, 'sweep');
+          await this.replayer.backfill(connection, item.through, 'sweep');
           continue;
         }
-        if (item.kind === 'monitor') {
-          this.sender.send(connection, item.text, 'monitor');
-          continue;
-        }
+        if (item.kind !== 'frame') continue; // never: sendReady sends monitor facts itself
         const { frame } = item;
-        if (frame.seq <= connection.lastSeq) {
-          if (connection.claimStartWindowFrame(frame.seq)) this.sender.send(connection, frame.header, 'notify');
-          continue;
-        }
-        if (frame.seq > connection.lastSeq + 1) await this.replayer.backfill(connection, frame.seq - 1, 'gap');
+        await this.replayer.backfill(connection, frame.seq - 1, 'gap');
         if (frame.seq <= connection.lastSeq || connection.closed) continue;
-        this.sender.send(connection, frame.header, 'notify');
-        // The commit was stamped by another process's wall clock: measured on this one's.
-        this.metrics.commitToSocket.observe(Math.max(0, Date.now() - item.committedAt) / 1000);
-        connection.lastSeq = frame.seq;
+        this.sendLive(connection, frame, item.committedAt);
       }
     } catch (error) {
-      this.logger.warn(`delivery to a socket failed: ${(error as Error).message}`);
-      // The socket is closed: the client resumes from its cursor, nothing is lost.
-      this.sender.close(connection, CLOSE_CODES.internalError, 'internal error', 'error');
+      this.failed(connection, error);
     } finally {
       connection.draining = false;
     }
+  }
+
+  private failed(connection: Connection, error: unknown): void {
+    this.logger.warn(`delivery to a socket failed: ${(error as Error).message}`);
+    // The socket is closed: the client resumes from its cursor, nothing is lost.
+    this.sender.close(connection, CLOSE_CODES.internalError, 'internal error', 'error');
   }
 
   private forget(connection: Connection): void {

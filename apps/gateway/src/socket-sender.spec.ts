@@ -1,8 +1,18 @@
+import WebSocket from 'ws';
 import { CLOSE_CODES } from '#domain';
 import { Metrics } from '#metrics';
 import { FakeSocket } from '../../../test/support/fake-socket';
 import { Connection } from './connection';
-import { PACED_WAIT_MS, SocketSender } from './socket-sender';
+import { PACED_WAIT_MS, SocketSender, textFrame } from './socket-sender';
+
+/** `ws`'s own framing of a server text frame (no mask, no compression). */
+const wsFrame = (text: string) =>
+  Buffer.concat(
+    (WebSocket as unknown as { Sender: { frame(data: Buffer, options: object): Buffer[] } }).Sender.frame(
+      Buffer.from(text),
+      { fin: true, opcode: 1, mask: false, readOnly: true, rsv1: false },
+    ),
+  );
 
 const counter = async (
   metric: { get(): Promise<{ values: Array<{ value: number; labels: Record<string, unknown> }> }> },
@@ -26,6 +36,31 @@ describe('SocketSender', () => {
     sender.send(connection, 'b', 'monitor');
     expect(socket.sent).toEqual(['a', 'b']);
     expect(await counter(metrics.framesSent, { kind: 'notify' })).toBe(1);
+  });
+
+  it("encodes an envelope's frame once: every recipient's socket gets the same bytes, as a text frame", () => {
+    const { socket, connection, sender } = setup();
+    const other = new FakeSocket();
+    const header = JSON.stringify({ op: 'envelope.notify', subject: 'héllo' });
+    sender.send(connection, header, 'notify');
+    sender.send(new Connection(other.ws, 2, 'hash'), `${header}`, 'notify');
+    sender.send(connection, 'next', 'notify');
+    expect(socket.sent).toEqual([header, 'next']);
+    expect(other.sent).toEqual([header]);
+    const [mine, theirs] = [socket.payloads[0] as Buffer, other.payloads[0] as Buffer];
+    expect(Buffer.isBuffer(mine)).toBe(true);
+    // The very same bytes in memory, not an equal copy.
+    expect([theirs.buffer, theirs.byteOffset, theirs.length]).toEqual([mine.buffer, mine.byteOffset, mine.length]);
+    expect([socket.binaryFrames, other.binaryFrames]).toEqual([0, 0]);
+  });
+
+  it('frames text exactly as ws does, at every length encoding', () => {
+    for (const length of [0, 1, 125, 126, 127, 65_535, 65_536, 70_000]) {
+      const text = 'x'.repeat(length);
+      expect(textFrame(text).equals(wsFrame(text))).toBe(true);
+    }
+    const utf8 = `{"subject":"${'é'.repeat(63)}"}`; // 140 bytes in 77 characters
+    expect(textFrame(utf8).equals(wsFrame(utf8))).toBe(true);
   });
 
   it('closes a socket whose buffer passed the bound as a slow consumer (4008), once', async () => {

@@ -1,17 +1,63 @@
 import type { Logger } from '@nestjs/common';
 import { CLOSE_CODES, type CloseCode } from '#domain';
 import type { Metrics } from '#metrics';
+import type { Duplex } from 'node:stream';
+import type { WebSocket } from 'ws';
 import type { Connection } from './connection';
 
 /** How long a replay or backfill waits for a reader that makes no progress. */
 export const PACED_WAIT_MS = 30_000;
 const OPEN = 1;
+const TEXT_FRAME = { binary: false } as const;
+
+/**
+ * `text` as one unmasked, unfragmented WebSocket text frame (RFC 6455 §5.2), byte for byte what
+ * `ws` writes for `send(text)` on a server socket without permessage-deflate.
+ */
+export function textFrame(text: string): Buffer {
+  const length = Buffer.byteLength(text);
+  const head = length < 126 ? 2 : length < 65_536 ? 4 : 10;
+  const frame = Buffer.allocUnsafe(head + length);
+  frame[0] = 0x81; // FIN, opcode 1 (text)
+  if (head === 2) frame[1] = length;
+  else if (head === 4) {
+    frame[1] = 126;
+    frame.writeUInt16BE(length, 2);
+  } else {
+    frame[1] = 127;
+    frame.writeUInt32BE(0, 2);
+    frame.writeUInt32BE(length, 6);
+  }
+  frame.write(text, head, 'utf8');
+  return frame;
+}
+
+/**
+ * Write a complete frame: straight onto the socket's TCP stream (one write, no per-send framing,
+ * cork or writev) when `ws` adds nothing to it: no extension negotiated (the gateway turns
+ * permessage-deflate off), so `ws`'s sender never holds frames back and writes each one to that
+ * same stream in order. Otherwise (and for the specs' stand-in socket) through `ws.send`.
+ * `ws.bufferedAmount` counts the bytes either way: it is the stream's buffered length.
+ */
+function writeFrame(ws: WebSocket, frame: Buffer): void {
+  const stream = (ws as unknown as { _socket?: Duplex })._socket;
+  if (stream && ws.extensions === '') stream.write(frame);
+  else ws.send(frame.subarray(frame[1] === 126 ? 4 : frame[1] === 127 ? 10 : 2), TEXT_FRAME);
+}
 
 /**
  * Frames onto sockets, and sockets closed: the send-buffer bound (4008 slow consumer), pings, and
  * the metrics of both. Where a frame goes and in what order is the caller's business.
  */
 export class SocketSender {
+  /**
+   * The last frame text sent, as one complete WebSocket text frame. An envelope's header frame is
+   * the same text for every recipient (the bus delivers one string per stream entry), so a fan-out
+   * encodes and frames it once and writes the same bytes to every socket.
+   */
+  private lastText: string | undefined;
+  private lastFrame: Buffer = textFrame('');
+
   constructor(
     private readonly metrics: Metrics,
     private readonly logger: Pick<Logger, 'debug'>,
@@ -22,7 +68,11 @@ export class SocketSender {
   /** Send a live frame; a socket whose buffer is past its bound is closed as a slow consumer. */
   send(connection: Connection, text: string, kind: string): void {
     if (connection.closed || connection.ws.readyState !== OPEN) return;
-    connection.ws.send(text);
+    if (text !== this.lastText) {
+      this.lastText = text;
+      this.lastFrame = textFrame(text);
+    }
+    writeFrame(connection.ws, this.lastFrame);
     this.metrics.framesSent.inc({ kind });
     if (connection.ws.bufferedAmount > this.maxBufferedBytes) {
       this.close(connection, CLOSE_CODES.slowConsumer, 'slow consumer, resume from cursor', 'slow_consumer');
