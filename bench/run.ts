@@ -1,4 +1,4 @@
-import { acceptScenario } from './accept';
+import { acceptEmbeddedDbScenario, acceptScenario } from './accept';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
 import { consoleSearchScenario } from './console-search';
@@ -19,6 +19,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
   'accept-embedded-http': () =>
     acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
+  'accept-embedded-db': () => acceptEmbeddedDbScenario(),
   catchup: () => catchupScenario(),
   triage: () => triageScenario(),
   cli: () => cliScenario(),
