@@ -287,9 +287,10 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
  * `accept-embedded-db`: the embedded accept path's database work alone, in CPU per envelope. The
  * operator's lock-free statement (`EnvelopesRepository.insertAllIfCurrent`, run as
  * `Database.prepared`) on a durable PGlite on disk with Roost's migrations, batches of 20 envelopes
- * of ~1 KB from 32 senders to 32 recipients (what `accept-embedded` commits per batch), one batch at
- * a time. Process CPU over the batches, after 20 warm-up batches: on a loaded machine it moves far
- * less than wall time, so a change to the embedded database layer can be judged in CPU per envelope.
+ * of ~1 KB from 32 senders, spread over 32 recipients' mailboxes (`accept-embedded` commits ~20 per
+ * batch, all to one recipient), one batch at a time. Process CPU over the batches, after 20 warm-up
+ * batches: on a loaded machine it moves far less than wall time, so a change to the embedded
+ * database layer can be judged in CPU per envelope.
  */
 export async function acceptEmbeddedDbScenario(batches = Number(process.env.ROOST_BENCH_BATCHES ?? 200)) {
   const dir = mkdtempSync(join(tmpdir(), 'roost-bench-embedded-db-'));
