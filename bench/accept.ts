@@ -3,6 +3,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { EnvelopesRepository, migrate, openPglite, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
 import { ulid } from '#domain';
 import { pgbenchCeiling } from './pgbench';
 import {
@@ -279,5 +280,90 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     await Promise.all(nodes.map((n) => n.stop()));
     await database?.drop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * `accept-embedded-db`: the embedded accept path's database work alone, in CPU per envelope. The
+ * operator's lock-free statement (`EnvelopesRepository.insertAllIfCurrent`, run as
+ * `Database.prepared`) on a durable PGlite on disk with Roost's migrations, batches of 20 envelopes
+ * of ~1 KB from 32 senders, spread over 32 recipients' mailboxes (`accept-embedded` commits ~20 per
+ * batch, all to one recipient), one batch at a time. Process CPU over the batches, after 20 warm-up
+ * batches: on a loaded machine it moves far less than wall time, so a change to the embedded
+ * database layer can be judged in CPU per envelope.
+ */
+export async function acceptEmbeddedDbScenario(batches = Number(process.env.ROOST_BENCH_BATCHES ?? 200)) {
+  const dir = mkdtempSync(join(tmpdir(), 'roost-bench-embedded-db-'));
+  const database = await openPglite(dir);
+  try {
+    await migrate(database);
+    await database.withSession((s) =>
+      s.exec(`insert into agents (handle, owner, token_hash, policy, display_name, visibility, created_at, updated_at)
+              select 'a' || g, 'o', 't' || g, 'open', 'A', 'public', 0, 0 from generate_series(1, ${SENDERS}) g;
+              insert into mailboxes (agent_id) select id from agents;`),
+    );
+    const envelopes = new EnvelopesRepository(database);
+    const states = new Map<number, MailboxState>();
+    for (let id = 1; id <= SENDERS; id++) states.set(id, { agent_id: id, last_seq: 0, last_created_at: 0 });
+    const body = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
+    let n = 0;
+    let now = Date.now();
+    const run = async (count: number) => {
+      for (let b = 0; b < count; b++) {
+        const rows: EnvelopeRow[] = [];
+        const entries: EntryRow[] = [];
+        const touched = new Map<number, MailboxState>();
+        const expected: number[] = [];
+        for (let i = 0; i < 20; i++, n++, now++) {
+          const to = 1 + ((n + 7) % SENDERS);
+          const id = ulid();
+          rows.push({
+            id,
+            sender_id: 1 + (n % SENDERS),
+            created_at: now,
+            received_ms: now,
+            body,
+            header: '{}',
+            recipients: [`a${to}`],
+            self_addressed: false,
+            search_text: `bench ${id}`,
+            receipt_for: null,
+            receipt_status: null,
+            guard_override: null,
+          });
+          let state = touched.get(to);
+          if (!state) {
+            state = { ...states.get(to)! };
+            touched.set(to, state);
+            expected.push(state.last_seq);
+          }
+          state.last_seq++;
+          state.last_created_at = now;
+          entries.push({ mailbox_id: to, seq: state.last_seq, envelope_id: id, created_at: now, kind: 'to' });
+        }
+        const written = await envelopes.insertAllIfCurrent(rows, entries, [...touched.values()], expected);
+        if (written !== 'written') throw new Error(`accept-embedded-db: batch ${written}`);
+        for (const state of touched.values()) states.set(state.agent_id, state);
+      }
+    };
+    await run(20);
+    const load = loadavg()[0];
+    const cpu = process.cpuUsage();
+    const start = performance.now();
+    await run(batches);
+    const used = process.cpuUsage(cpu);
+    const wallMs = performance.now() - start;
+    return {
+      scenario: 'accept-embedded-db',
+      load_1m_before: round(load),
+      batches,
+      envelopes_per_batch: 20,
+      cpu_ms_per_envelope: round((used.user + used.system) / 1000 / (batches * 20), 4),
+      wall_ms_per_batch: round(wallMs / batches, 2),
+      load_1m_after: round(loadavg()[0]),
+    };
+  } finally {
+    await database.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 }

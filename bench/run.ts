@@ -1,4 +1,4 @@
-import { acceptScenario } from './accept';
+import { acceptEmbeddedDbScenario, acceptScenario } from './accept';
 import { acceptStatementScenario } from './accept-statement';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
@@ -21,6 +21,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'accept-embedded-http': () =>
     acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
   'accept-statement': () => acceptStatementScenario(),
+  'accept-embedded-db': () => acceptEmbeddedDbScenario(),
   catchup: () => catchupScenario(),
   triage: () => triageScenario(),
   cli: () => cliScenario(),

@@ -16,7 +16,7 @@ import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { isUnavailable } from '#domain';
 import type { DB } from './schema';
-import { PGliteDialect, SessionLock } from './pglite-dialect';
+import { PGliteDialect, PGliteStatements, SessionLock } from './pglite-dialect';
 import { DurableNodeFS, durableStartParams, type SyncKind } from './pglite-durable-fs';
 
 /** A session that can run multi-statement SQL (migrations) and simple queries on one connection. */
@@ -54,7 +54,7 @@ export interface Database {
   /**
    * Run a hot query as a named prepared statement (parsed and planned once per connection instead
    * of on every call), or unnamed when `ROOST_DB_PREPARED_STATEMENTS` is off. `name` must identify
-   * the SQL text. PGlite runs it as a plain query.
+   * the SQL text. PGlite too parses it once per name (PGliteStatements).
    */
   prepared<R>(name: string, query: CompiledQuery): Promise<R[]>;
   /**
@@ -281,6 +281,16 @@ export async function openPglite(
   await pglite.waitReady;
   const lock = new SessionLock();
   const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite, lock), log: queryLog(onQuery) });
+  // Hot queries as named statements, parsed once (as on Postgres); counted as Kysely counts its own.
+  const statements = new PGliteStatements(pglite);
+  const runPrepared = async <R>(name: string, query: CompiledQuery): Promise<R[]> => {
+    const start = performance.now();
+    try {
+      return (await statements.query<R>(name, query.sql, query.parameters)).rows;
+    } finally {
+      onQuery?.(performance.now() - start);
+    }
+  };
   const database: Database = {
     db,
     kind: 'pglite',
@@ -292,14 +302,20 @@ export async function openPglite(
             await pglite.exec(sql);
           },
           query: async <R>(sql: string, params: unknown[] = []) => (await pglite.query<R>(sql, params)).rows,
-          prepared: async <R>(_name: string, query: CompiledQuery) =>
-            (await pglite.query<R>(query.sql, [...query.parameters])).rows,
+          prepared: <R>(name: string, query: CompiledQuery) => runPrepared<R>(name, query),
         });
       } finally {
         release();
       }
     },
-    prepared: async <R>(_name: string, query: CompiledQuery) => (await db.executeQuery<R>(query)).rows,
+    async prepared<R>(name: string, query: CompiledQuery) {
+      const release = await lock.acquire();
+      try {
+        return await runPrepared<R>(name, query);
+      } finally {
+        release();
+      }
+    },
     async warm(statements) {
       // One session: running each once loads the catalog entries its first real use would.
       for (const { name, query } of statements) await database.prepared(name, query);

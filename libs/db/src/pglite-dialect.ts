@@ -1,4 +1,4 @@
-import type { PGlite } from '@electric-sql/pglite';
+import { parse, protocol, type PGlite, type Results } from '@electric-sql/pglite';
 import {
   CompiledQuery,
   PostgresAdapter,
@@ -21,6 +21,73 @@ export class SessionLock {
     const ready = this.tail.then(() => release);
     this.tail = this.tail.then(() => next);
     return ready;
+  }
+}
+
+const { serialize } = protocol;
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const message = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    message.set(part, offset);
+    offset += part.length;
+  }
+  return message;
+}
+
+/**
+ * Named prepared statements on PGlite's one session, as Roost's hot queries are on Postgres
+ * (`Database.prepared`). `PGlite.query` parses, analyses and plans its SQL on every call and
+ * speaks to the WASM backend six times (parse, describe, bind, describe, execute, sync); the
+ * accept path's statements are large CTEs over ~20 array parameters, where that parse and plan
+ * was a good part of each batch's cost. Here a statement is parsed once per name (and described,
+ * for its parameter types), then each call is one exchange: bind, describe, execute, sync.
+ *
+ * Parameters are serialized exactly as `PGlite.query` does (its serializer for each parameter's
+ * type, else `toString`), rows parsed with its parsers. Callers hold the session (SessionLock).
+ */
+export class PGliteStatements {
+  /** Parameter type oids of each statement this session has parsed, by name. */
+  private readonly prepared = new Map<string, number[]>();
+
+  constructor(private readonly pglite: PGlite) {}
+
+  async query<R>(name: string, sql: string, params: readonly unknown[]): Promise<Results<R>> {
+    const types = this.prepared.get(name) ?? (await this.prepare(name, sql));
+    const values = params.map((param, i) => {
+      if (param === null || param === undefined) return null;
+      const serializer = this.pglite.serializers[types[i]];
+      return serializer ? serializer(param) : (param as { toString(): string }).toString();
+    });
+    const { messages } = await this.pglite.execProtocol(
+      concat([
+        serialize.bind({ statement: name, values }),
+        serialize.describe({ type: 'P' }),
+        serialize.execute({}),
+        serialize.sync(),
+      ]),
+    );
+    return parse.parseResults(messages, this.pglite.parsers)[0] as Results<R>;
+  }
+
+  /** Parse and describe `name` once; a failure leaves no statement behind under that name. */
+  private async prepare(name: string, sql: string): Promise<number[]> {
+    try {
+      const { messages } = await this.pglite.execProtocol(
+        concat([serialize.parse({ name, text: sql }), serialize.describe({ type: 'S', name }), serialize.sync()]),
+        { syncToFs: false },
+      );
+      const types = parse.parseDescribeStatementResults(messages);
+      this.prepared.set(name, types);
+      return types;
+    } catch (error) {
+      // A parse that succeeded before a later message failed would keep the name taken.
+      await this.pglite
+        .execProtocol(concat([serialize.close({ type: 'S', name }), serialize.sync()]), { syncToFs: false })
+        .catch(() => undefined);
+      throw error;
+    }
   }
 }
 
