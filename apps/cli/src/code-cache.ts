@@ -84,7 +84,7 @@ export function installChunkCache(dir: string, chunks: (filename: string) => boo
       filename,
       cachedData,
       importModuleDynamically: vmConstants?.USE_MAIN_CONTEXT_DEFAULT_LOADER,
-    } as ConstructorParameters<typeof Script>[1]);
+    });
     const outcome = cachedData === undefined ? 'miss' : script.cachedDataRejected ? 'rejected' : 'hit';
     loads.set(filename, outcome);
     if (outcome !== 'hit') pending.push({ script, file });
