@@ -12,9 +12,10 @@ import { constants as vmConstants, Script } from 'node:vm';
  * - Node ≥ 22.1: `module.enableCompileCache()`, Node's own cache (every module loaded after it).
  * - Older Node (20): the packed bundle's chunks (cli.js, mcp.js, hook.js) are compiled with
  *   `vm.Script` and V8's cached data, which is written at exit after the first run, so it also
- *   holds the functions compiled while running. Each cache file is named by a hash of the chunk's
- *   text, the Node version and the architecture: a new bundle or a new Node never reads an old
- *   one, and V8 itself refuses data it cannot use (then the file is written anew).
+ *   holds the functions compiled while running. One cache file per chunk path, Node version and
+ *   architecture, which starts with a hash of the chunk's text: data compiled from another text
+ *   (an upgrade) is never used but replaced, and V8 itself refuses data it cannot use (then the
+ *   file is written anew too).
  *
  * The cache lives in `$XDG_CACHE_HOME/roost/code-cache` (default `~/.cache/...`). Any failure
  * (unreadable, unwritable, corrupt) only means compiling as usual. `NODE_DISABLE_COMPILE_CACHE=1`
@@ -56,26 +57,30 @@ export interface ChunkCache {
 
 type Loader = (module: Module, filename: string) => void;
 
+const hash = (text: string) => createHash('sha256').update(text).digest();
+
 /** Compiles the matching `.js` files through `vm.Script` with cached data from `dir`. */
 export function installChunkCache(dir: string, chunks: (filename: string) => boolean): ChunkCache {
   // Module._extensions is require.extensions: how a file extension is loaded.
   const extensions = Module as unknown as { _extensions: Record<string, Loader> };
   const previous = extensions._extensions['.js'];
-  const pending: Array<{ script: Script; file: string }> = [];
+  const pending: Array<{ script: Script; file: string; digest: Buffer }> = [];
   const loads = new Map<string, 'hit' | 'miss' | 'rejected'>();
 
   const load: Loader = function (this: unknown, module, filename) {
     if (!chunks(filename)) return previous.call(this, module, filename);
     const text = readFileSync(filename, 'utf8');
-    const key = createHash('sha256')
-      .update(`${process.version} ${process.arch}\n`)
-      .update(text)
-      .digest('hex')
-      .slice(0, 32);
-    const file = join(dir, `${key}.bin`);
+    const file = join(
+      dir,
+      `${hash(`${process.version} ${process.arch} ${filename}`).toString('hex').slice(0, 32)}.bin`,
+    );
+    const digest = hash(text);
     let cachedData: Buffer | undefined;
     try {
-      cachedData = readFileSync(file);
+      const stored = readFileSync(file);
+      // The data of another text of this file (the bundle was rebuilt or upgraded) is never used.
+      if (stored.length > digest.length && digest.equals(stored.subarray(0, digest.length)))
+        cachedData = stored.subarray(digest.length);
     } catch {
       cachedData = undefined;
     }
@@ -87,18 +92,18 @@ export function installChunkCache(dir: string, chunks: (filename: string) => boo
     });
     const outcome = cachedData === undefined ? 'miss' : script.cachedDataRejected ? 'rejected' : 'hit';
     loads.set(filename, outcome);
-    if (outcome !== 'hit') pending.push({ script, file });
+    if (outcome !== 'hit') pending.push({ script, file, digest });
     const wrapper = script.runInThisContext({ displayErrors: true }) as (...args: unknown[]) => void;
     wrapper.call(module.exports, module.exports, createRequire(filename), module, filename, dirname(filename));
   };
   extensions._extensions['.js'] = load;
 
   const save = () => {
-    for (const { script, file } of pending.splice(0)) {
+    for (const { script, file, digest } of pending.splice(0)) {
       try {
         mkdirSync(dir, { recursive: true });
         const temp = `${file}.${process.pid}.tmp`;
-        writeFileSync(temp, script.createCachedData());
+        writeFileSync(temp, Buffer.concat([digest, script.createCachedData()]));
         renameSync(temp, file);
       } catch {
         // unwritable cache: the next run compiles again
