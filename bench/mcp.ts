@@ -19,8 +19,11 @@ const { getEncoding } = require('js-tiktoken') as {
  * `npm run bench -- mcp`: what the MCP server costs an agent.
  * - `tool_list_tokens`: the whole `tools/list` result (names, descriptions, input schemas) as JSON,
  *   with the triage bench's tokenizers (o200k_base, cl100k_base); paid at every session start.
- * - `initialize_ms`: from spawning `roost mcp` to its `initialize` answer on stdout (20 runs after
- *   3 warm-ups), for the repository's CLI and (`initialize_bundle_ms`) the packed `@roost/cli` bundle.
+ * - `initialize_ms`: from spawning `roost mcp` to its `initialize` answer on stdout, and
+ *   (`tools_list_*`) to the answer of the `tools/list` sent right after it (20 runs after 3 warm-ups),
+ *   for the repository's CLI and (`initialize_bundle_ms`) the packed `@roost/cli` bundle, with its
+ *   code cache and (`initialize_bundle_cold_ms`) without. `node_baseline_ms`: `node -e 0` spawned
+ *   the same way (same env, piped stdio) to its exit, interleaved.
  * - `wait_wake_ms`: from the `202` of a send (written after the commit) to the waiting
  *   `wait_for_mail` call's result, over stdio (gateway WebSocket) and HTTP (`/mcp`, frame bus).
  * Uses DATABASE_URL (and REDIS_URL) when set, else the embedded PGlite and in-process bus.
@@ -33,39 +36,82 @@ const WAKES = 60;
 const WAKE_WARMUP = 5;
 const TOKEN_BUDGET = 1200;
 
-function nodeBaseline(): Promise<number> {
+/** `node -e 0` spawned as `roost mcp` is (same env, piped stdio), to its exit: the floor of every start-up figure. */
+function nodeBaseline(env: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
-    const child = spawn(process.execPath, ['-e', '0'], { stdio: 'ignore' });
+    const child = spawn(process.execPath, ['-e', '0'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     child.on('error', reject);
     child.on('exit', () => resolve(performance.now() - t0));
   });
 }
 
-function initializeOnce(cli: string, env: Record<string, string>): Promise<number> {
+const INITIALIZE = {
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bench', version: '1' } },
+};
+
+/**
+ * Spawns `roost mcp`, sends `initialize`, then (once answered) `notifications/initialized` and
+ * `tools/list`: the times from the spawn to each answer on stdout. Resolves once the process has
+ * exited (stdin closed), so its teardown never overlaps the next measurement.
+ */
+function startOnce(cli: string, env: Record<string, string>): Promise<{ initialize: number; toolsList: number }> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     const child = spawn(process.execPath, [cli, 'mcp'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
+    let initialize = 0;
+    let toolsList = 0;
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      if (out.includes('\n')) {
-        const ms = performance.now() - t0;
-        const reply = JSON.parse(out.slice(0, out.indexOf('\n'))) as { result?: { serverInfo?: { name?: string } } };
+      const lines = out.split('\n');
+      if (initialize === 0 && lines.length > 1) {
+        initialize = performance.now() - t0;
+        const reply = JSON.parse(lines[0]) as { result?: { serverInfo?: { name?: string } } };
+        if (reply.result?.serverInfo?.name !== 'roost') {
+          child.kill();
+          return reject(new Error(`unexpected initialize answer: ${out}`));
+        }
+        child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`);
+        child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' })}\n`);
+      }
+      if (toolsList === 0 && lines.length > 2) {
+        toolsList = performance.now() - t0;
+        const reply = JSON.parse(lines[1]) as { result?: { tools?: unknown[] } };
+        if (!reply.result?.tools?.length) {
+          child.kill();
+          return reject(new Error(`unexpected tools/list answer: ${out}`));
+        }
         child.stdin.end();
-        if (reply.result?.serverInfo?.name !== 'roost') reject(new Error(`unexpected initialize answer: ${out}`));
-        else resolve(ms);
       }
     });
     child.stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+    child.on('error', reject);
     child.on('exit', (code) => {
-      if (!out.includes('\n')) reject(new Error(`roost mcp exited ${code}: ${err}`));
+      if (toolsList === 0) reject(new Error(`roost mcp exited ${code}: ${err}`));
+      else resolve({ initialize, toolsList });
     });
-    child.stdin.write(
-      `${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bench', version: '1' } } })}\n`,
-    );
+    child.stdin.write(`${JSON.stringify(INITIALIZE)}\n`);
   });
+}
+
+/** Median, p95 and min of the times from the spawn to `initialize`, and the median to `tools/list`. */
+function startFigures(runs: Array<{ initialize: number; toolsList: number }>, base: number): Record<string, number> {
+  const init = runs.map((r) => r.initialize).sort((a, b) => a - b);
+  const list = runs.map((r) => r.toolsList).sort((a, b) => a - b);
+  return {
+    median_ms: round(percentile(init, 50), 1),
+    p95_ms: round(percentile(init, 95), 1),
+    min_ms: round(init[0], 1),
+    over_baseline_ms: round(percentile(init, 50) - base, 1),
+    tools_list_median_ms: round(percentile(list, 50), 1),
+    tools_list_p95_ms: round(percentile(list, 95), 1),
+    runs: runs.length,
+  };
 }
 
 async function wakeLatencies(waiter: Client, sender: RoostClient, to: string): Promise<Record<string, number>> {
@@ -147,24 +193,30 @@ export async function mcpScenario(): Promise<Record<string, unknown>> {
       cl100k_base: getEncoding('cl100k_base').encode(listed).length,
     };
 
-    // Interleaved with `node -e 0`, so load on the shared machine weighs on both alike.
+    // Interleaved with `node -e 0`, so load on the shared machine weighs on all alike. The bundle
+    // runs with its code cache (written by the first warm-up) and, `_cold`, without it (the first
+    // run after an install or upgrade: NODE_DISABLE_COMPILE_CACHE).
     const bundle = standaloneCli(scratch);
-    const initTimes: number[] = [];
-    const bundleTimes: number[] = [];
+    const agentEnv = env('@bench.bob', bob);
+    const bundleEnv = { ...agentEnv, ...bundle.env };
+    const repo: Array<{ initialize: number; toolsList: number }> = [];
+    const bundled: Array<{ initialize: number; toolsList: number }> = [];
+    const cold: Array<{ initialize: number; toolsList: number }> = [];
     const baseTimes: number[] = [];
     for (let i = 0; i < INIT_WARMUP + INIT_RUNS; i++) {
-      const ms = await initializeOnce(CLI, env('@bench.bob', bob));
-      const bundled = await initializeOnce(bundle.main, { ...env('@bench.bob', bob), ...bundle.env });
-      const base = await nodeBaseline();
+      const r = await startOnce(CLI, agentEnv);
+      const b = await startOnce(bundle.main, bundleEnv);
+      const c = await startOnce(bundle.main, { ...bundleEnv, NODE_DISABLE_COMPILE_CACHE: '1' });
+      const base = await nodeBaseline(agentEnv);
       if (i >= INIT_WARMUP) {
-        initTimes.push(ms);
-        bundleTimes.push(bundled);
+        repo.push(r);
+        bundled.push(b);
+        cold.push(c);
         baseTimes.push(base);
       }
     }
-    initTimes.sort((a, b) => a - b);
-    bundleTimes.sort((a, b) => a - b);
     baseTimes.sort((a, b) => a - b);
+    const base = percentile(baseTimes, 50);
 
     const sender = new RoostClient({ url: op.url, token: alice });
     const wakeStdio = await wakeLatencies(stdio, sender, '@bench.bob');
@@ -174,21 +226,10 @@ export async function mcpScenario(): Promise<Record<string, unknown>> {
       tools: tools.length,
       tool_list_tokens: tokens,
       tool_list_bytes: Buffer.byteLength(listed),
-      initialize_ms: {
-        median_ms: round(percentile(initTimes, 50), 1),
-        p95_ms: round(percentile(initTimes, 95), 1),
-        min_ms: round(initTimes[0], 1),
-        node_baseline_median_ms: round(percentile(baseTimes, 50), 1),
-        over_baseline_ms: round(percentile(initTimes, 50) - percentile(baseTimes, 50), 1),
-        runs: INIT_RUNS,
-      },
-      initialize_bundle_ms: {
-        median_ms: round(percentile(bundleTimes, 50), 1),
-        p95_ms: round(percentile(bundleTimes, 95), 1),
-        min_ms: round(bundleTimes[0], 1),
-        over_baseline_ms: round(percentile(bundleTimes, 50) - percentile(baseTimes, 50), 1),
-        runs: INIT_RUNS,
-      },
+      node_baseline_ms: { median_ms: round(base, 1), min_ms: round(baseTimes[0], 1), runs: INIT_RUNS },
+      initialize_ms: startFigures(repo, base),
+      initialize_bundle_ms: startFigures(bundled, base),
+      initialize_bundle_cold_ms: startFigures(cold, base),
       wait_wake_ms: { stdio: wakeStdio, http: wakeHttp },
       targets: { tool_list_tokens: TOKEN_BUDGET, initialize_ms: 200, wait_wake_p99_ms: 50 },
       database: database ? 'postgres' : 'pglite',

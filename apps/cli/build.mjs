@@ -89,6 +89,8 @@ const result = await build({
   platform: 'node',
   format: 'cjs',
   target: 'node20',
+  // main.ts compiles the chunks with V8's code cache when it runs as this bundle (code-cache.ts).
+  define: { ROOST_CLI_BUNDLE: 'true' },
   // ws's optional native add-ons: required inside try/catch, absent is fine. marked (a dependency)
   // stays a package: only the worktree mailbox's slow path needs it, and inlined it was 80 kB of
   // the 110 kB every `roost hook` parses.

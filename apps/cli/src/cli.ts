@@ -1,4 +1,4 @@
-import { Command, CommanderError, Option } from 'commander';
+import type { Command } from 'commander';
 import { registerSelfCommands } from './cli-self';
 import { die, EXIT } from './output';
 import { Session, VERSION, type GlobalOptions } from './session';
@@ -12,7 +12,11 @@ const schedule = () => require('./commands/schedule') as typeof import('./comman
 const config = () => require('./commands/config') as typeof import('./commands/config');
 const workspace = () => require('./commands/workspace') as typeof import('./commands/workspace');
 const samp = () => require('./commands/samp') as typeof import('./commands/samp');
+const mcp = () => require('./commands/mcp') as typeof import('./commands/mcp');
+// commander too: `roost mcp` alone, as harnesses start it, has no command line to parse.
+const commander = () => require('commander') as typeof import('commander');
 
+const option = (flags: string, description: string) => new (commander().Option)(flags, description);
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- commander passes each command's own positional types
@@ -22,15 +26,21 @@ type Handler = (session: Session, ...args: any[]) => unknown;
 function act(handler: () => Handler, admin = false) {
   return async (...args: unknown[]) => {
     const command = args[args.length - 1] as Command;
-    const options = command.optsWithGlobals<GlobalOptions & Record<string, unknown>>();
-    let session: Session | undefined;
-    try {
-      session = new Session(options);
-      await handler()(session, ...args.slice(0, -2), command.opts());
-    } catch (error) {
-      die(error, options.json === true, { ...(session?.where ?? {}), admin });
-    }
+    await run(command.optsWithGlobals<GlobalOptions & Record<string, unknown>>(), handler, admin, [
+      ...args.slice(0, -2),
+      command.opts(),
+    ]);
   };
+}
+
+async function run(options: GlobalOptions, handler: () => Handler, admin: boolean, args: unknown[]): Promise<void> {
+  let session: Session | undefined;
+  try {
+    session = new Session(options);
+    await handler()(session, ...args);
+  } catch (error) {
+    die(error, options.json === true, { ...(session?.where ?? {}), admin });
+  }
 }
 
 function composeOptions(command: Command): Command {
@@ -53,16 +63,16 @@ function composeOptions(command: Command): Command {
 
 function agentFieldOptions(command: Command): Command {
   return command
-    .addOption(new Option('--policy <policy>', 'inbound policy').choices(['open', 'allowlist']))
+    .addOption(option('--policy <policy>', 'inbound policy').choices(['open', 'allowlist']))
     .option('--display-name <name>', 'display name')
     .option('--description <text>', 'description ("" clears)')
-    .addOption(new Option('--visibility <visibility>', 'discovery visibility').choices(['public', 'private']))
-    .addOption(new Option('--content-guard <policy>', 'content guard override').choices(['off', 'warn', 'block']))
+    .addOption(option('--visibility <visibility>', 'discovery visibility').choices(['public', 'private']))
+    .addOption(option('--content-guard <policy>', 'content guard override').choices(['off', 'warn', 'block']))
     .option('--retention-days <days>', 'retention override in days, or "none"');
 }
 
 export function program(): Command {
-  const root = new Command('roost')
+  const root = new (commander().Command)('roost')
     .description('Roost: durable mailboxes for AI agents (ASMTP). Docs: docs/cli.md')
     .version(VERSION)
     .option('--profile <name>', 'configuration profile (env ROOST_PROFILE)')
@@ -112,7 +122,7 @@ export function program(): Command {
   const orgFields = (command: Command) =>
     command
       .option('--retention-days <days>', 'keep envelopes this many days, or "none"')
-      .addOption(new Option('--content-guard <policy>', 'content guard policy').choices(['off', 'warn', 'block']))
+      .addOption(option('--content-guard <policy>', 'content guard policy').choices(['off', 'warn', 'block']))
       .option('--max-agents <n>', 'agent quota, or "none"');
   orgFields(org.command('create <name>').description('create an organization'))
     .option('--show-token', 'print the organization admin token, once')
@@ -217,7 +227,7 @@ export function program(): Command {
   root
     .command('mcp')
     .description('MCP server on stdio for the acting agent (tools: send, inbox, read, wait_for_mail, …)')
-    .action(act(() => (require('./commands/mcp') as typeof import('./commands/mcp')).mcp));
+    .action(act(() => mcp().mcp));
   root
     .command('doctor')
     .description('check configuration, operator, token, push and resume')
@@ -310,11 +320,14 @@ export function program(): Command {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // The same as through commander (no options, no arguments), without loading it: part of the
+  // MCP server's start-up budget (bench `mcp`).
+  if (argv.length === 3 && argv[2] === 'mcp') return run({}, () => mcp().mcp, false, [{}]);
   const root = program();
   try {
     await root.parseAsync(argv);
   } catch (error) {
-    if (error instanceof CommanderError) {
+    if (error instanceof commander().CommanderError) {
       if (
         error.code === 'commander.helpDisplayed' ||
         error.code === 'commander.version' ||

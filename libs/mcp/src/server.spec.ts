@@ -1,7 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { RoostClient } from '#client';
-import { createRoostMcpServer } from './server';
+import { createRoostMcpServer, jsonSchemaValidatorOnDemand, LazyJsonSchemaValidator } from './server';
 
 // js-tiktoken's CommonJS build, as in bench/triage.ts.
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the CommonJS build, see above
@@ -51,5 +51,25 @@ describe('the MCP tool list', () => {
     expect(text).not.toContain('$schema');
     expect(text).not.toContain(String(Number.MAX_SAFE_INTEGER));
     expect(tools.find((t) => t.name === 'send')!.inputSchema.required).toEqual(['to']);
+  });
+});
+
+describe('start-up', () => {
+  it('answers initialize and tools/list without building ajv (only elicitation answers need it)', async () => {
+    expect((await listed()).length).toBe(11);
+    expect(jsonSchemaValidatorOnDemand.built).toBe(false);
+  });
+
+  it('builds ajv on first use and validates with it', () => {
+    const validator = new LazyJsonSchemaValidator();
+    expect(validator.built).toBe(false);
+    const check = validator.getValidator<{ a: string }>({
+      type: 'object',
+      properties: { a: { type: 'string' } },
+      required: ['a'],
+    });
+    expect(validator.built).toBe(true);
+    expect(check({}).valid).toBe(false);
+    expect(check({ a: 'x' })).toEqual({ valid: true, data: { a: 'x' }, errorMessage: undefined });
   });
 });

@@ -1,5 +1,11 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { ListToolsRequestSchema, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
+import type {
+  JsonSchemaType,
+  JsonSchemaValidator,
+  jsonSchemaValidator,
+} from '@modelcontextprotocol/sdk/validation/types.js';
 import * as z from 'zod/v4';
 import {
   RECEIPT_STATUSES,
@@ -45,9 +51,33 @@ const cursor = {
   after_envelope_id: z.string().optional(),
 };
 
+/**
+ * The SDK's JSON Schema validator (ajv), built on first use. A server uses it only for what a
+ * client answers to an elicitation, which these tools never ask for; building ajv (its meta-schemas
+ * and formats) was ~15 ms of every server's start (`roost mcp` before `initialize`, each `/mcp` session).
+ */
+export class LazyJsonSchemaValidator implements jsonSchemaValidator {
+  private ajv: AjvJsonSchemaValidator | undefined;
+
+  get built(): boolean {
+    return this.ajv !== undefined;
+  }
+
+  getValidator<T>(schema: JsonSchemaType): JsonSchemaValidator<T> {
+    this.ajv ??= new AjvJsonSchemaValidator();
+    return this.ajv.getValidator<T>(schema);
+  }
+}
+
+/** One per process, like the tool list. */
+export const jsonSchemaValidatorOnDemand = new LazyJsonSchemaValidator();
+
 /** Every Roost tool on one MCP server: `roost mcp` (stdio) and `/mcp` (Streamable HTTP) both build theirs here. */
 export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
-  const server = new McpServer({ name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION });
+  const server = new McpServer(
+    { name: MCP_SERVER_NAME, version: MCP_SERVER_VERSION },
+    { jsonSchemaValidator: jsonSchemaValidatorOnDemand },
+  );
   const { client } = options;
   const now = options.now ?? Date.now;
 
@@ -325,20 +355,21 @@ export function createRoostMcpServer(options: RoostToolsOptions): McpServer {
 
   // The SDK lists each tool with a `$schema` URL, `execution` defaults and safe-integer bounds:
   // ~20 % of the list's tokens and no information. The same schemas, compact (the SDK still
-  // validates every call against the zod shapes above).
-  listing ??= definitions.map(({ name, description, shape }) => ({
-    name,
-    description,
-    inputSchema: compactSchema(
-      z.toJSONSchema(z.object(shape), { target: 'draft-7', io: 'input' }),
-    ) as Tool['inputSchema'],
+  // validates every call against the zod shapes above). Built at the first `tools/list`, not before
+  // `initialize` is answered.
+  server.server.setRequestHandler(ListToolsRequestSchema, () => ({
+    tools: (listing ??= definitions.map(({ name, description, shape }) => ({
+      name,
+      description,
+      inputSchema: compactSchema(
+        z.toJSONSchema(z.object(shape), { target: 'draft-7', io: 'input' }),
+      ) as Tool['inputSchema'],
+    }))),
   }));
-  const tools = listing;
-  server.server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
   return server;
 }
 
-/** The tool list is the same for every server: computed once per process. */
+/** The tool list is the same for every server: computed once per process, when first asked for. */
 let listing: Tool[] | undefined;
 
 const SAFE_BOUND = Number.MAX_SAFE_INTEGER;
