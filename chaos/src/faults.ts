@@ -3,6 +3,7 @@ import type { RedisServer } from '../../test/e2e/cluster';
 import type { Node, Role } from './nodes';
 import type { PrivatePostgres } from './postgres';
 import type { ProxyProcess } from './proxy-process';
+import { type PostgresOutage, postgresOutages } from './figures';
 import { log, type Random, sleep } from './util';
 
 export const FAULT_KINDS = [
@@ -145,11 +146,9 @@ export class FaultScript {
     return counts;
   }
 
-  /** Postgres outages (crash → accepting queries again), for classifying requests. */
-  postgresOutages(): Array<{ start: number; end: number }> {
-    return this.faults
-      .filter((fault) => fault.kind === 'restart-postgres')
-      .map((fault) => ({ start: fault.at, end: fault.upAt ?? Date.now() }));
+  /** Postgres outages (crash → accepting queries again), for classifying requests (figures.ts). */
+  postgresOutages(): PostgresOutage[] {
+    return postgresOutages(this.faults, Date.now());
   }
 
   private inject(kind: FaultKind): boolean {

@@ -1,5 +1,5 @@
 import type { Fault } from './faults';
-import { faultFigures, faultTable, isReset, outcome } from './figures';
+import { faultFigures, faultTable, isReset, outcome, postgresOutages } from './figures';
 import type { Attempt, Send } from './load';
 
 const T = 1_000_000;
@@ -214,4 +214,23 @@ test('a locked mailbox: only sends to it count; they may wait or get 503, anythi
   expect(faultFigures({ ...base, faults: [fault], sends: [...sends, refused] }).failures).toEqual([
     expect.stringContaining('answered refused×1'),
   ]);
+});
+
+test('a Postgres restart hidden by a blackhole partition is a masked outage; a cut or none leaves it visible', () => {
+  const restart: Fault = { kind: 'restart-postgres', target: 'postgres', at: T, downMs: 4_000, upAt: T + 5_000 };
+  const blackhole: Fault = {
+    kind: 'partition-postgres',
+    target: 'postgres',
+    at: T - 3_000,
+    downMs: 10_000,
+    mode: 'blackhole',
+    healedAt: T + 7_000,
+  };
+  expect(postgresOutages([restart], T + 9_000)).toEqual([{ start: T, end: T + 5_000, masked: false }]);
+  expect(postgresOutages([blackhole, restart], T + 9_000)).toEqual([{ start: T, end: T + 5_000, masked: true }]);
+  // A cut refuses new connections: the crash stays visible. A blackhole over before the crash, too.
+  expect(postgresOutages([{ ...blackhole, mode: 'cut' }, restart], T + 9_000)[0].masked).toBe(false);
+  expect(postgresOutages([{ ...blackhole, healedAt: T - 1 }, restart], T + 9_000)[0].masked).toBe(false);
+  // Still on: masked until now.
+  expect(postgresOutages([{ ...blackhole, healedAt: undefined }, restart], T + 9_000)[0].masked).toBe(true);
 });

@@ -201,3 +201,26 @@ export function faultTable(byKind: KindFigures[]): string[] {
   const rule = `+${widths.map((w) => '-'.repeat(w + 2)).join('+')}+`;
   return [rule, line(header), rule, ...rows.map(line), rule];
 }
+
+export interface PostgresOutage {
+  start: number;
+  end: number;
+  /**
+   * A blackhole partition of Postgres overlapped it, so no node could see the crash: every query
+   * and new connection stalled in the proxy instead of failing. Its requests wait, within their
+   * timeouts, and may well get 202 once both faults are over, so it need not produce a 503.
+   */
+  masked: boolean;
+}
+
+/** Each Postgres restart as an outage, from its crash until it accepted queries again. */
+export function postgresOutages(faults: Fault[], now: number): PostgresOutage[] {
+  const blackholes = faults.filter((f) => f.kind === 'partition-postgres' && f.mode === 'blackhole');
+  return faults
+    .filter((fault) => fault.kind === 'restart-postgres')
+    .map((fault) => {
+      const start = fault.at;
+      const end = fault.upAt ?? now;
+      return { start, end, masked: blackholes.some((b) => b.at <= end && (b.healedAt ?? now) >= start) };
+    });
+}
