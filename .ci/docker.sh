@@ -140,6 +140,6 @@ ROOST_TEST_IMAGE="$ROOST_IMAGE" npx jest --selectProjects image --forceExit
 # hostile-input property runs at a quarter of its size here: the host's run does the full size.
 step "small + medium tiers on Node $NODE_VERSION, Postgres and Redis from testcontainers"
 env -u DATABASE_URL -u REDIS_URL -u ROOST_TEST_DATABASE_URL -u ROOST_TEST_REDIS_URL -u ROOST_TEST_REQUIRE_SERVICES \
-  ROOST_FC_SCALE=0.25 PATH="$node_dir/bin:$PATH" "$node_dir/bin/node" node_modules/jest/bin/jest.js --selectProjects small medium --forceExit
+  ROOST_FC_SCALE=0.25 PATH="$node_dir/bin:$PATH" "$node_dir/bin/node" node_modules/jest/bin/jest.js --selectProjects small medium --maxWorkers=2 --forceExit
 
 step "done in $((SECONDS - started))s"
