@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { AgentsRepository, loadMigrations, migrate, openPglite, openPostgres, type Database } from '#db';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase, tableRows } from '../support/database';
 
 /**
  * Migration 0005 (deletion keeps what was delivered, EXTENSIONS.md §5) on a database that holds
@@ -73,15 +73,8 @@ async function writeOldData(database: Database): Promise<void> {
 }
 
 /** Every row of every table as JSON, in a stable order (agents without the column 0005 adds). */
-async function snapshot(database: Database): Promise<Record<string, unknown[]>> {
-  const out: Record<string, unknown[]> = {};
-  for (const table of TABLES) {
-    const result = await sql<{ j: string }>`
-      select (to_jsonb(t) - 'deleted_at')::text as j from ${sql.table(table)} t order by 1`.execute(database.db);
-    out[table] = result.rows.map((row) => JSON.parse(row.j));
-  }
-  return out;
-}
+// deleted_at: the column 0005 adds (null on every row it keeps).
+const snapshot = (database: Database) => tableRows(database, TABLES, ['deleted_at']);
 
 describe.each(['postgres', 'pglite'] as const)('migration 0005 on %s: deletion keeps what was delivered', (backend) => {
   let database: Database;

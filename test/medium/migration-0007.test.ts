@@ -8,7 +8,7 @@ import {
   openPostgres,
   type Database,
 } from '#db';
-import { createTestDatabase } from '../support/database';
+import { createTestDatabase, tableRows } from '../support/database';
 
 /**
  * Migration 0007 (mailbox_entries without row-level foreign keys: issue 16) on a database that
@@ -54,16 +54,7 @@ async function writeOldData(database: Database): Promise<void> {
   );
 }
 
-async function snapshot(database: Database): Promise<Record<string, unknown[]>> {
-  const out: Record<string, unknown[]> = {};
-  for (const table of TABLES) {
-    const result = await sql<{
-      j: string;
-    }>`select to_jsonb(t)::text as j from ${sql.table(table)} t order by 1`.execute(database.db);
-    out[table] = result.rows.map((row) => JSON.parse(row.j));
-  }
-  return out;
-}
+const snapshot = (database: Database) => tableRows(database, TABLES);
 
 /** Entries as `mailbox:seq`, in order. */
 async function entries(database: Database): Promise<string[]> {
