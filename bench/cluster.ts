@@ -345,6 +345,36 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/**
+ * Counters of a process summed over its threads, from /proc: user and system CPU seconds,
+ * syscalls (read-like + write-like, /proc/<pid>/io) and context switches (voluntary: it blocked
+ * or slept; involuntary: the scheduler took the core away). Zeros once the process is gone.
+ */
+export function processCounters(pid: number): {
+  userS: number;
+  systemS: number;
+  syscalls: number;
+  voluntarySwitches: number;
+  involuntarySwitches: number;
+} {
+  const counters = { userS: 0, systemS: 0, syscalls: 0, voluntarySwitches: 0, involuntarySwitches: 0 };
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    counters.userS = Number(fields[11]) / 100;
+    counters.systemS = Number(fields[12]) / 100;
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    counters.syscalls = Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0);
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      const status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
+      counters.voluntarySwitches += Number(/\nvoluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0);
+      counters.involuntarySwitches += Number(/\nnonvoluntary_ctxt_switches:\s+(\d+)/.exec(status)?.[1] ?? 0);
+    }
+  } catch {
+    // gone, or a thread exited while we read: partial counts, as for cpuSeconds
+  }
+  return counters;
+}
+
 /** Machine-wide CPU time counters (all cores), in clock ticks, by /proc/stat column. */
 export function machineCpu(): {
   user: number;

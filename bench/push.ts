@@ -3,7 +3,16 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { ulid } from '#domain';
-import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets } from './cluster';
+import {
+  BenchCluster,
+  connectUrl,
+  cpuSeconds,
+  notifyId,
+  openSocket,
+  openSockets,
+  processCounters,
+} from './cluster';
+import { paced, runFloors } from './push-floors';
 import { percentile, request, round } from './support';
 
 const RECIPIENTS = 50;
@@ -19,27 +28,6 @@ async function eventLoopLagMax(node: { metrics(): Promise<string> }): Promise<nu
   return line === undefined ? null : round(Number(line.split(' ')[1]) * 1000);
 }
 
-/**
- * Call `fn(n)` for n = 0 … count-1 at `ratePerS`, open loop (a slow answer never delays the next
- * call); resolves when every call has settled.
- */
-export async function paced(
-  ratePerS: number,
-  count: number,
-  fn: (n: number) => Promise<void>,
-  offsetMs = 0,
-): Promise<void> {
-  const start = performance.now() + offsetMs;
-  const inFlight: Array<Promise<void>> = [];
-  for (let n = 0; n < count; n++) {
-    const due = start + (n * 1000) / ratePerS;
-    const wait = due - performance.now();
-    if (wait > 0.5) await sleep(wait);
-    inFlight.push(fn(n).catch(() => undefined));
-  }
-  await Promise.all(inFlight);
-}
-
 export const stats = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   return {
@@ -48,101 +36,6 @@ export const stats = (values: number[]) => {
     max_ms: round(sorted.at(-1) ?? NaN),
   };
 };
-
-/**
- * The floor: a publisher connection XADDs a small entry and a reader connection blocked in XREAD
- * receives it, `count` samples at `ratePerS`, concurrently with the push run (same machine load).
- */
-async function redisFloor(cluster: BenchCluster, ratePerS: number, count: number): Promise<number[]> {
-  const publisher = cluster.redis();
-  const reader = cluster.redis();
-  const key = `${cluster.prefix}bench:floor`;
-  const started = new Map<number, number>();
-  const latencies: number[] = [];
-  let running = true;
-  let lastId = '$';
-  await reader.ping();
-  const readLoop = (async () => {
-    while (running) {
-      const reply = await reader.xread('BLOCK', 500, 'STREAMS', key, lastId);
-      const now = performance.now();
-      for (const [, entries] of reply ?? []) {
-        for (const [id, fields] of entries) {
-          lastId = id;
-          const t0 = started.get(Number(fields[1]));
-          if (t0 !== undefined) latencies.push(now - t0);
-        }
-      }
-    }
-  })();
-  // Let the reader block first.
-  await sleep(50);
-  await paced(
-    ratePerS,
-    count,
-    async (n) => {
-      started.set(n, performance.now());
-      await publisher.xadd(key, 'MAXLEN', '~', '10000', '*', 'i', String(n));
-    },
-    1000 / ratePerS / 2,
-  );
-  const deadline = Date.now() + 5_000;
-  while (latencies.length < count && Date.now() < deadline) await sleep(10);
-  running = false;
-  await readLoop.catch(() => undefined);
-  publisher.disconnect();
-  reader.disconnect();
-  return latencies;
-}
-
-/**
- * The durable-commit floor: a plain `pg` pool (Roost's default size, 20) commits a one-row INSERT
- * (autocommit, `synchronous_commit` as the server has it: on, as for Roost) at `ratePerS`, open
- * loop, concurrently with the push run on the same Postgres. Latency is the commit's round trip on
- * a connection already checked out (no pool wait), the part of an accept no batching can remove.
- */
-async function pgFloor(
-  databaseUrl: string,
-  ratePerS: number,
-  count: number,
-): Promise<{ latencies: number[]; synchronousCommit: string }> {
-  const size = 20;
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: size });
-  try {
-    await pool.query(
-      'create table if not exists bench_floor (id bigint primary key, at bigint not null, pad text not null)',
-    );
-    const synchronousCommit = (await pool.query<{ synchronous_commit: string }>('show synchronous_commit')).rows[0]
-      .synchronous_commit;
-    // Open every connection before the first sample.
-    const clients = await Promise.all(Array.from({ length: size }, () => pool.connect()));
-    clients.forEach((client) => client.release());
-    const pad = 'x'.repeat(400);
-    const latencies: number[] = [];
-    await paced(
-      ratePerS,
-      count,
-      async (n) => {
-        const client = await pool.connect();
-        try {
-          const t0 = performance.now();
-          await client.query({
-            name: 'bench_floor_insert',
-            text: 'insert into bench_floor (id, at, pad) values ($1, $2, $3)',
-            values: [n, Date.now(), pad],
-          });
-          latencies.push(performance.now() - t0);
-        } finally {
-          client.release();
-        }
-      },
-      1000 / ratePerS / 4,
-    );
-    return { latencies, synchronousCommit };
-  } finally {
-    await pool.end();
-  }
-}
 
 /**
  * CPU seconds so far of the Postgres backends serving the scratch database, by pid, and of the
@@ -218,6 +111,29 @@ function bucketQuantile(buckets: Array<[number, number]>, q: number): number | n
   return null;
 }
 
+/** Garbage collections between two scrapes of a node's /metrics (prom-client's default `nodejs_gc_duration_seconds`), by kind. */
+function gcBreakdown(before: string, after: string): Record<string, { count: number; ms: number }> {
+  const read = (text: string) => {
+    const byKind = new Map<string, { count: number; sum: number }>();
+    for (const line of text.split('\n')) {
+      const m = /^nodejs_gc_duration_seconds_(count|sum)\{kind="([^"]+)"\} (\S+)$/.exec(line);
+      if (!m) continue;
+      const entry = byKind.get(m[2]) ?? { count: 0, sum: 0 };
+      if (m[1] === 'count') entry.count = Number(m[3]);
+      else entry.sum = Number(m[3]);
+      byKind.set(m[2], entry);
+    }
+    return byKind;
+  };
+  const b = read(before);
+  const out: Record<string, { count: number; ms: number }> = {};
+  for (const [kind, end] of read(after)) {
+    const start = b.get(kind) ?? { count: 0, sum: 0 };
+    out[kind] = { count: end.count - start.count, ms: round((end.sum - start.sum) * 1000, 1) };
+  }
+  return out;
+}
+
 /** Per stage: samples, p50 and p99 (ms, bucket-interpolated) between two scrapes of a node's /metrics. */
 function stageBreakdown(before: string, after: string): Record<string, unknown> {
   const b = stageBuckets(before);
@@ -237,8 +153,9 @@ function stageBreakdown(before: string, after: string): Record<string, unknown> 
  * `push`: 50 recipients connected to a gateway process, 200 envelopes/s posted through a separate
  * api process (one recipient each, round robin), for ROOST_BENCH_SECONDS (default 20). Latency is
  * from the start of the POST to the `envelope.notify` frame on the recipient's socket, matched by
- * envelope id (the sender mints the ULID). The floor is a raw Redis XADD → blocked XREAD round trip
- * measured during the same seconds, with as many samples.
+ * envelope id (the sender mints the ULID). The floors are a raw Redis XADD → blocked XREAD round
+ * trip and a one-row Postgres commit, measured during the same seconds with as many samples, in a
+ * worker thread so that the bench's own event loop does not inflate them (see push-floors.ts).
  */
 export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split'): Promise<Record<string, unknown>> {
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
@@ -342,16 +259,38 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const serversBefore = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     const benchCpuBefore = process.cpuUsage();
     const nodeCpuBefore = cluster.nodes.map((node) => cpuSeconds(node.pid));
-    const [floor, pgCommits] = await Promise.all([
-      mode === 'embedded' ? Promise.resolve([]) : redisFloor(cluster, RATE_PER_S, count),
-      mode === 'embedded' || process.env.ROOST_BENCH_PG_FLOOR === '0'
-        ? Promise.resolve(undefined)
-        : pgFloor(cluster.databaseUrl, RATE_PER_S, count),
+    const countersBefore = cluster.nodes.map((node) => processCounters(node.pid));
+    // The floors run in a worker thread (own event loop), in the same seconds as the posts.
+    const [floors] = await Promise.all([
+      runFloors({
+        redisUrl: mode === 'embedded' ? undefined : cluster.redisUrl,
+        prefix: cluster.prefix,
+        databaseUrl: mode === 'embedded' || process.env.ROOST_BENCH_PG_FLOOR === '0' ? undefined : cluster.databaseUrl,
+        ratePerS: RATE_PER_S,
+        count,
+      }),
       paced(RATE_PER_S, count, post),
     ]);
+    const floor = floors.redis;
+    const pgCommits = floors.pg;
     const benchCpu = process.cpuUsage(benchCpuBefore);
     benchLoop.disable();
     const nodeCpuS = cluster.nodes.reduce((sum, node, i) => sum + cpuSeconds(node.pid) - nodeCpuBefore[i], 0);
+    // Per envelope, summed over the operator processes: where the CPU goes (user or kernel), and
+    // the counts behind the kernel part (syscalls, switches) that per-request work multiplies.
+    const counters = cluster.nodes.map((node, i) => {
+      const after = processCounters(node.pid);
+      const before = countersBefore[i];
+      return {
+        user: after.userS - before.userS,
+        system: after.systemS - before.systemS,
+        syscalls: after.syscalls - before.syscalls,
+        voluntary: after.voluntarySwitches - before.voluntarySwitches,
+        involuntary: after.involuntarySwitches - before.involuntarySwitches,
+      };
+    });
+    const perEnvelope = (key: 'user' | 'system' | 'syscalls' | 'voluntary' | 'involuntary', scale: number) =>
+      round((counters.reduce((sum, c) => sum + c[key], 0) * scale) / count, 3);
     const serversAfter = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     serverRedis?.disconnect();
     // Backends that started during the run count from 0; the pg floor's own backends are gone by now.
@@ -361,7 +300,10 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
         : null;
     const redisCpuS = serversAfter && serversBefore ? serversAfter.redis - serversBefore.redis : null;
     const lagAfter = await eventLoopLagMax(api);
-    const stages = stageBreakdown(metricsBefore, await api.metrics());
+    const metricsAfter = await api.metrics();
+    const stages = stageBreakdown(metricsBefore, metricsAfter);
+    // In the split mode the api's collections only (the gateway's are not scraped here).
+    const gc = gcBreakdown(metricsBefore, metricsAfter);
     const deadline = Date.now() + 10_000;
     while (pending.size > 0 && Date.now() < deadline) await sleep(20);
 
@@ -378,7 +320,15 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       bench_cpu_s_in_run: round((benchCpu.user + benchCpu.system) / 1e6, 1),
       bench_event_loop_delay_p99_ms: round(benchLoop.percentile(99) / 1e6),
       bench_event_loop_delay_max_ms: round(benchLoop.max / 1e6),
+      floors_in: 'worker thread (own event loop)',
+      floors_event_loop_delay_p99_ms: round(floors.loopDelayP99Ms),
+      floors_event_loop_delay_max_ms: round(floors.loopDelayMaxMs),
       operator_cpu_ms_per_envelope: round((nodeCpuS * 1000) / count, 3),
+      operator_user_cpu_ms_per_envelope: perEnvelope('user', 1000),
+      operator_system_cpu_ms_per_envelope: perEnvelope('system', 1000),
+      operator_syscalls_per_envelope: perEnvelope('syscalls', 1),
+      operator_voluntary_switches_per_envelope: perEnvelope('voluntary', 1),
+      operator_involuntary_switches_per_envelope: perEnvelope('involuntary', 1),
       postgres_backends_cpu_ms_per_envelope: postgresCpuS === null ? null : round((postgresCpuS * 1000) / count, 3),
       redis_server_cpu_ms_per_envelope: redisCpuS === null ? null : round((redisCpuS * 1000) / count, 3),
       bench_cpu_ms_per_envelope: round((benchCpu.user + benchCpu.system) / 1e3 / count, 3),
@@ -411,6 +361,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       pg_commit_floor_p50_ms: pgCommits ? stats(pgCommits.latencies).p50_ms : null,
       pg_commit_floor_p99_ms: pgCommits ? stats(pgCommits.latencies).p99_ms : null,
       accept_stages: stages,
+      api_gc_in_run: gc,
       target_p99_ms: 15,
       met: push.p99_ms <= 15 && pending.size === 0,
       processes:

@@ -53,11 +53,16 @@ export async function processCpuMs(pid: number | undefined): Promise<number> {
 
 /**
  * Node flags for an operator process: with `ROOST_BENCH_CPU_PROF=<dir>`, a CPU profile into that
- * folder named after `name`, written when the process exits.
+ * folder named after `name`, written when the process exits; then ROOST_BENCH_NODE_ARGS.
  */
 export function profileArgs(name: string): string[] {
   const dir = process.env.ROOST_BENCH_CPU_PROF;
-  return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : [];
+  // ROOST_BENCH_NODE_ARGS: extra Node/V8 flags for the operator processes only (A/B of a flag).
+  const extra = (process.env.ROOST_BENCH_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
+  return [
+    ...(dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : []),
+    ...extra,
+  ];
 }
 
 /** `node dist/apps/roost/src/main.js` with the given env, once /healthz answers. */
