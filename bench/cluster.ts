@@ -346,22 +346,27 @@ export function cpuSeconds(pid: number): number {
 }
 
 /**
- * Counters of a process summed over its threads, from /proc: user and system CPU seconds,
- * syscalls (read-like + write-like, /proc/<pid>/io) and context switches (voluntary: it blocked
- * or slept; involuntary: the scheduler took the core away). Zeros once the process is gone.
+ * Counters of a process summed over its threads, from /proc: user and system CPU seconds, the
+ * main thread's share of them (the rest is V8's helper threads: optimizing compiler, concurrent
+ * GC; and libuv's pool), syscalls (read-like + write-like, /proc/<pid>/io) and context switches
+ * (voluntary: it blocked or slept; involuntary: the scheduler took the core away). Zeros once the
+ * process is gone.
  */
 export function processCounters(pid: number): {
   userS: number;
   systemS: number;
+  mainThreadS: number;
   syscalls: number;
   voluntarySwitches: number;
   involuntarySwitches: number;
 } {
-  const counters = { userS: 0, systemS: 0, syscalls: 0, voluntarySwitches: 0, involuntarySwitches: 0 };
+  const counters = { userS: 0, systemS: 0, mainThreadS: 0, syscalls: 0, voluntarySwitches: 0, involuntarySwitches: 0 };
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
     counters.userS = Number(fields[11]) / 100;
     counters.systemS = Number(fields[12]) / 100;
+    const main = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    counters.mainThreadS = (Number(main[11]) + Number(main[12])) / 100;
     const io = readFileSync(`/proc/${pid}/io`, 'utf8');
     counters.syscalls = Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0);
     for (const task of readdirSync(`/proc/${pid}/task`)) {

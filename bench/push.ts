@@ -3,15 +3,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { ulid } from '#domain';
-import {
-  BenchCluster,
-  connectUrl,
-  cpuSeconds,
-  notifyId,
-  openSocket,
-  openSockets,
-  processCounters,
-} from './cluster';
+import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets, processCounters } from './cluster';
 import { paced, runFloors } from './push-floors';
 import { percentile, request, round } from './support';
 
@@ -284,13 +276,17 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       return {
         user: after.userS - before.userS,
         system: after.systemS - before.systemS,
+        main: after.mainThreadS - before.mainThreadS,
+        helpers: after.userS + after.systemS - after.mainThreadS - (before.userS + before.systemS - before.mainThreadS),
         syscalls: after.syscalls - before.syscalls,
         voluntary: after.voluntarySwitches - before.voluntarySwitches,
         involuntary: after.involuntarySwitches - before.involuntarySwitches,
       };
     });
-    const perEnvelope = (key: 'user' | 'system' | 'syscalls' | 'voluntary' | 'involuntary', scale: number) =>
-      round((counters.reduce((sum, c) => sum + c[key], 0) * scale) / count, 3);
+    const perEnvelope = (
+      key: 'user' | 'system' | 'main' | 'helpers' | 'syscalls' | 'voluntary' | 'involuntary',
+      scale: number,
+    ) => round((counters.reduce((sum, c) => sum + c[key], 0) * scale) / count, 3);
     const serversAfter = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     serverRedis?.disconnect();
     // Backends that started during the run count from 0; the pg floor's own backends are gone by now.
@@ -326,6 +322,8 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       operator_cpu_ms_per_envelope: round((nodeCpuS * 1000) / count, 3),
       operator_user_cpu_ms_per_envelope: perEnvelope('user', 1000),
       operator_system_cpu_ms_per_envelope: perEnvelope('system', 1000),
+      operator_main_thread_cpu_ms_per_envelope: perEnvelope('main', 1000),
+      operator_other_threads_cpu_ms_per_envelope: perEnvelope('helpers', 1000),
       operator_syscalls_per_envelope: perEnvelope('syscalls', 1),
       operator_voluntary_switches_per_envelope: perEnvelope('voluntary', 1),
       operator_involuntary_switches_per_envelope: perEnvelope('involuntary', 1),
