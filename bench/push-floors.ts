@@ -49,8 +49,10 @@ export async function paced(
   await Promise.all(inFlight);
 }
 
-/** Runs both floors in a worker thread; resolves with their samples once both are done. */
+/** Runs the floors asked for in a worker thread; resolves with their samples once they are done (none asked: no worker). */
 export function runFloors(options: FloorsOptions): Promise<FloorsResult> {
+  if (!options.redisUrl && !options.databaseUrl)
+    return Promise.resolve({ redis: [], pg: undefined, loopDelayP99Ms: NaN, loopDelayMaxMs: NaN });
   return new Promise((resolve, reject) => {
     const worker = new Worker(__filename, { workerData: options });
     worker.once('message', (result: FloorsResult) => resolve(result));

@@ -320,7 +320,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       bench_cpu_s_in_run: round((benchCpu.user + benchCpu.system) / 1e6, 1),
       bench_event_loop_delay_p99_ms: round(benchLoop.percentile(99) / 1e6),
       bench_event_loop_delay_max_ms: round(benchLoop.max / 1e6),
-      floors_in: 'worker thread (own event loop)',
+      floors_in: floor.length > 0 || pgCommits ? 'worker thread (own event loop)' : null,
       floors_event_loop_delay_p99_ms: round(floors.loopDelayP99Ms),
       floors_event_loop_delay_max_ms: round(floors.loopDelayMaxMs),
       operator_cpu_ms_per_envelope: round((nodeCpuS * 1000) / count, 3),
