@@ -1,5 +1,5 @@
 import Redis from 'ioredis';
-import { RedisFrameBus } from '#bus';
+import { RedisFrameBus, type HeaderFrame, type MonitorFrame } from '#bus';
 import { ulid } from '#domain';
 import { testRedisUrl } from '../support/services';
 
@@ -188,5 +188,85 @@ describe('RedisFrameBus subscribers', () => {
     });
     await until(() => seen.a.length > 0 && seen.b.length > 0);
     expect(seen).toEqual({ a: [`2:${id}`], b: [`2:${id}`] });
+  });
+});
+
+/** What a gateway reads back: every field and every `mailbox:seq` pair of the stream entries. */
+describe('RedisFrameBus read', () => {
+  const prefix = `roost-test:${ulid()}:`;
+  let reader: RedisFrameBus;
+  let publisher: RedisFrameBus;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    reader = new RedisFrameBus({ url: testRedisUrl(), prefix, partitions: 4, maxLen: 1000 });
+    publisher = new RedisFrameBus({ url: testRedisUrl(), prefix, partitions: 4, maxLen: 1000 });
+    redis = new Redis(testRedisUrl());
+    const commands = (publisher as unknown as { commands: Redis }).commands;
+    if (commands.status !== 'ready') await new Promise((resolve) => commands.once('ready', resolve));
+  });
+
+  afterAll(async () => {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+    await reader.close();
+    await publisher.close();
+  });
+
+  it("hands each held mailbox its frame (multi-digit ids and seqs, several per partition), then the sender's fact", async () => {
+    const frames: HeaderFrame[] = [];
+    const committed: number[] = [];
+    const facts: MonitorFrame[] = [];
+    reader.subscribe({
+      onFrame: (frame, committedAt) => {
+        frames.push(frame);
+        committed.push(committedAt);
+      },
+      onMonitor: (frame) => facts.push(frame),
+      onControl: () => undefined,
+      onResync: () => undefined,
+    });
+    // Partition 2 carries 10 and 2, partition 3 carries 1234567 and 7 (not held); 12 is the sender.
+    const held = [5, 10, 1234567, 2, 12];
+    await Promise.all(held.map((id) => reader.hold(id)));
+    const id = ulid();
+    const header = `{"op":"envelope.notify","id":"${id}","subject":"héllo, wörld"}`;
+    const recipients = [
+      [5, 1],
+      [10, 4_000_000_123],
+      [7, 9],
+      [1234567, 42],
+      [2, 100],
+    ];
+    await publisher.publish({
+      committed_at: 1_796_000_000_123,
+      frames: recipients.map(([mailbox, seq]) => ({
+        mailbox_id: mailbox,
+        seq,
+        envelope_id: id,
+        created_at: 1_796_000_000_000,
+        header,
+      })),
+      monitor: [{ mailbox_id: 12, frame: '{"op":"monitor.fact"}' }],
+    });
+    const deadline = Date.now() + 10_000;
+    while ((frames.length < 4 || facts.length < 1) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    const frame = (mailbox: number, seq: number) => ({
+      mailbox_id: mailbox,
+      seq,
+      envelope_id: id,
+      created_at: 1_796_000_000_000,
+      header,
+    });
+    expect(frames.sort((a, b) => a.mailbox_id - b.mailbox_id)).toEqual([
+      frame(2, 100),
+      frame(5, 1),
+      frame(10, 4_000_000_123),
+      frame(1234567, 42),
+    ]);
+    expect(new Set(committed)).toEqual(new Set([1_796_000_000_123]));
+    expect(facts).toEqual([{ mailbox_id: 12, frame: '{"op":"monitor.fact"}' }]);
   });
 });

@@ -386,42 +386,52 @@ export class RedisFrameBus extends FrameBus {
     });
   }
 
+  /**
+   * Hand a read's frames to the subscribers. The hot loop of a gateway (once per frame of every held
+   * mailbox), so it allocates only the frames it delivers: each entry's fields are read in one pass,
+   * the `mailbox:seq` pairs are parsed in place, and the partition's last id moves once per read.
+   * An envelope's entries in several partitions carry equal header text: every frame of it gets the
+   * first entry's string, so a gateway frames that text for the wire once (see SocketSender).
+   */
   private dispatch(reply: NonNullable<StreamReply>): void {
     const now = Date.now();
+    const subscribers = [...this.subscribers];
+    const headers = new Map<string, string>();
     for (const [key, entries] of reply) {
+      if (entries.length === 0) continue;
       const partition = Number(key.slice(key.lastIndexOf(':') + 1));
+      // Entries come oldest first; never move back: an older read that returns late must not replay
+      // frames (monitor facts have no seq).
+      const newest = entries[entries.length - 1][0];
+      const last = this.lastIds.get(partition);
+      if (this.heldPartitions.has(partition) && (last === undefined || compareStreamIds(newest, last) > 0))
+        this.lastIds.set(partition, newest);
       for (const [id, fields] of entries) {
-        // Never move back: an older read that returns late must not replay frames (monitor facts have no seq).
-        const last = this.lastIds.get(partition);
-        if (this.heldPartitions.has(partition) && (last === undefined || compareStreamIds(id, last) > 0))
-          this.lastIds.set(partition, id);
         this.options.onReadLag?.(now - Number(id.slice(0, id.indexOf('-'))));
-        const field = (name: string) => {
-          for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
-          return undefined;
-        };
-        if (field('k') === 'monitor') {
-          const mailboxId = Number(field('m'));
+        const entry = readEntry(fields);
+        if (entry.kind === 'monitor') {
+          const mailboxId = Number(entry.monitorMailbox);
           if (this.heldMailboxes.has(mailboxId))
-            this.each((s) => s.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' }));
+            for (const s of subscribers) s.onMonitor({ mailbox_id: mailboxId, frame: entry.header });
           continue;
         }
-        const envelopeId = field('e') ?? '';
-        const createdAt = Number(field('t'));
-        const committedAt = Number(field('c'));
-        const header = field('h') ?? '';
-        for (const pair of (field('r') ?? '').split(',')) {
-          const colon = pair.indexOf(':');
-          const mailboxId = Number(pair.slice(0, colon));
+        const envelopeId = entry.envelopeId;
+        const createdAt = Number(entry.createdAt);
+        const committedAt = Number(entry.committedAt);
+        let header = headers.get(envelopeId);
+        if (header === undefined || header !== entry.header) headers.set(envelopeId, (header = entry.header));
+        const pairs = entry.recipients;
+        // `mailbox:seq,mailbox:seq,…`, decimal digits only (publish writes them from integers).
+        for (let i = 0; i < pairs.length; i++) {
+          let mailboxId = 0;
+          for (let c = pairs.charCodeAt(i); c !== COLON && i < pairs.length; c = pairs.charCodeAt(++i))
+            mailboxId = mailboxId * 10 + (c - ZERO);
+          let seq = 0;
+          for (let c = pairs.charCodeAt(++i); c !== COMMA && i < pairs.length; c = pairs.charCodeAt(++i))
+            seq = seq * 10 + (c - ZERO);
           if (!this.heldMailboxes.has(mailboxId)) continue;
-          const frame = {
-            mailbox_id: mailboxId,
-            seq: Number(pair.slice(colon + 1)),
-            envelope_id: envelopeId,
-            created_at: createdAt,
-            header,
-          };
-          this.each((s) => s.onFrame(frame, committedAt));
+          const frame = { mailbox_id: mailboxId, seq, envelope_id: envelopeId, created_at: createdAt, header };
+          for (const s of subscribers) s.onFrame(frame, committedAt);
         }
       }
     }
@@ -440,6 +450,61 @@ export class RedisFrameBus extends FrameBus {
     await this.loop?.catch(() => undefined);
     this.commands.disconnect();
   }
+}
+
+const COLON = 58;
+const COMMA = 44;
+const ZERO = 48;
+
+/** The fields of one stream entry, as `publish` writes them; absent ones are empty. */
+interface StreamEntry {
+  kind: string;
+  recipients: string;
+  envelopeId: string;
+  createdAt: string;
+  committedAt: string;
+  header: string;
+  monitorMailbox: string;
+}
+
+/** One pass over an entry's `[name, value, name, value, …]` list. */
+function readEntry(fields: string[]): StreamEntry {
+  const entry: StreamEntry = {
+    kind: '',
+    recipients: '',
+    envelopeId: '',
+    createdAt: '',
+    committedAt: '',
+    header: '',
+    monitorMailbox: '',
+  };
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const value = fields[i + 1];
+    switch (fields[i]) {
+      case 'r':
+        entry.recipients = value;
+        break;
+      case 'e':
+        entry.envelopeId = value;
+        break;
+      case 't':
+        entry.createdAt = value;
+        break;
+      case 'c':
+        entry.committedAt = value;
+        break;
+      case 'h':
+        entry.header = value;
+        break;
+      case 'k':
+        entry.kind = value;
+        break;
+      case 'm':
+        entry.monitorMailbox = value;
+        break;
+    }
+  }
+  return entry;
 }
 
 /** What a read-loop wait yields once close() has begun. */
