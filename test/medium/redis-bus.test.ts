@@ -44,6 +44,26 @@ describe('RedisFrameBus.publish', () => {
     expect(entries.map(([, fields]) => fields[fields.indexOf('r') + 1])).toEqual(ids.map((_, i) => `1:${i + 1}`));
   });
 
+  it("a delivery over several partitions writes each partition's entry as a single-partition XADD does", async () => {
+    const id = ulid();
+    const header = `{"id":"${id}","subject":"é"}`;
+    const frames = [9, 13, 10, 3, 7].map((mailbox, i) => ({
+      mailbox_id: mailbox,
+      seq: 100 + i,
+      envelope_id: id,
+      created_at: 1234,
+      header,
+    }));
+    await bus.publish({ committed_at: 5678, frames, monitor: [] });
+    const last = async (partition: number) =>
+      (await redis.xrevrange(bus.streamKey(partition), '+', '-', 'COUNT', 1))[0][1];
+    // Partitions (of 4): 9 and 13 → 1, 10 → 2, 3 and 7 → 3; fields in the order a plain XADD writes.
+    const fields = (r: string) => ['r', r, 'e', id, 't', '1234', 'c', '5678', 'h', header];
+    expect(await last(1)).toEqual(fields('9:100,13:101'));
+    expect(await last(2)).toEqual(fields('10:102'));
+    expect(await last(3)).toEqual(fields('3:103,7:104'));
+  });
+
   it('a command that fails rejects only the publish it belongs to', async () => {
     // Partition 2's stream key holds a string: XADD to it fails with WRONGTYPE.
     await redis.set(bus.streamKey(2), 'not a stream');
@@ -54,6 +74,16 @@ describe('RedisFrameBus.publish', () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
+    // The same for a delivery over several partitions (one script call), beside single ones.
+    const spread = delivery(1, 101, ulid());
+    spread.frames.push({ ...spread.frames[0], mailbox_id: 6, seq: 1 });
+    const mixed = await Promise.allSettled([
+      bus.publish(delivery(1, 102, ulid())),
+      bus.publish(spread),
+      bus.publish(delivery(5, 2, ulid())),
+    ]);
+    expect(mixed.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(String((mixed[1] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
     await redis.del(bus.streamKey(2));
   });
 });

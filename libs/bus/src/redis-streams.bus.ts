@@ -23,6 +23,11 @@ export interface RedisBusOptions {
   onError?: (component: string) => void;
 }
 
+/** The pipeline's `ADD_TO_PARTITIONS` command: key count, keys, then its ARGV. */
+interface AddToPartitions {
+  roostAddToPartitions(keyCount: number, ...args: string[]): void;
+}
+
 type StreamReply = Array<[string, Array<[string, string[]]>]> | null;
 
 /** Deliveries published in one tick: one pipeline, each caller answered by its own commands. */
@@ -38,6 +43,17 @@ interface PublishBatch {
  */
 const COUNT_AFTER = `return #redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))`;
 const LAG_COUNT_CAP = 10_000;
+
+/**
+ * The entries of one delivery in several partitions, added by Redis itself: the header, envelope and
+ * times travel once, each partition's entry is written exactly as a plain XADD would write it.
+ * KEYS: the partition streams; ARGV: MAXLEN, envelope id, created_at, committed_at, header, then the
+ * `mailbox:seq` list of each key in KEYS order.
+ */
+const ADD_TO_PARTITIONS = `for i, key in ipairs(KEYS) do
+  redis.call('XADD', key, 'MAXLEN', '~', ARGV[1], '*', 'r', ARGV[5 + i], 'e', ARGV[2], 't', ARGV[3], 'c', ARGV[4], 'h', ARGV[5])
+end
+return #KEYS`;
 
 const READ_BLOCK_MS = 250;
 const READ_COUNT = 1000;
@@ -82,6 +98,7 @@ export class RedisFrameBus extends FrameBus {
     });
     this.commands.on('error', () => undefined); // surfaced through failed commands and readiness
     this.commands.defineCommand('roostCountAfter', { numberOfKeys: 1, lua: COUNT_AFTER });
+    this.commands.defineCommand('roostAddToPartitions', { lua: ADD_TO_PARTITIONS });
   }
 
   streamKey(partition: number): string {
@@ -99,8 +116,11 @@ export class RedisFrameBus extends FrameBus {
   /**
    * One stream entry per partition a delivery touches, not per recipient: the header (identical for
    * every recipient of an envelope) is written once with the `mailbox:seq` pairs of that partition,
-   * so a 50-recipient envelope costs at most `partitions` entries. Deliveries published in the same
-   * tick (the envelopes of one accept batch) share one pipeline, so one write reaches Redis.
+   * so a 50-recipient envelope costs at most `partitions` entries. A delivery that touches several
+   * partitions sends them as one script call (the header crosses the wire once, not once per
+   * partition: a 50-recipient envelope on 16 partitions was 16 XADDs of the same ~1 KB header);
+   * one partition is a plain XADD. Deliveries published in the same tick (the envelopes of one
+   * accept batch) share one pipeline, so one write reaches Redis.
    */
   publish(delivery: Delivery): Promise<void> {
     if (delivery.frames.length === 0 && delivery.monitor.length === 0) return Promise.resolve();
@@ -115,8 +135,11 @@ export class RedisFrameBus extends FrameBus {
       if (frames) frames.push(frame);
       else byPartition.set(partition, [frame]);
     }
-    for (const [partition, frames] of byPartition) {
-      // Frames of one delivery share envelope, created_at and header.
+    // Frames of one delivery share envelope, created_at and header.
+    const [frame] = delivery.frames;
+    const recipients = (frames: HeaderFrame[]) => frames.map((f) => `${f.mailbox_id}:${f.seq}`).join(',');
+    if (byPartition.size === 1) {
+      const [[partition, frames]] = byPartition;
       pipeline.xadd(
         this.streamKey(partition),
         'MAXLEN',
@@ -124,15 +147,32 @@ export class RedisFrameBus extends FrameBus {
         maxLen,
         '*',
         'r',
-        frames.map((frame) => `${frame.mailbox_id}:${frame.seq}`).join(','),
+        recipients(frames),
         'e',
-        frames[0].envelope_id,
+        frame.envelope_id,
         't',
-        String(frames[0].created_at),
+        String(frame.created_at),
         'c',
         String(delivery.committed_at),
         'h',
-        frames[0].header,
+        frame.header,
+      );
+    } else if (byPartition.size > 1) {
+      const keys: string[] = [];
+      const lists: string[] = [];
+      for (const [partition, frames] of byPartition) {
+        keys.push(this.streamKey(partition));
+        lists.push(recipients(frames));
+      }
+      (pipeline as unknown as AddToPartitions).roostAddToPartitions(
+        keys.length,
+        ...keys,
+        maxLen,
+        frame.envelope_id,
+        String(frame.created_at),
+        String(delivery.committed_at),
+        frame.header,
+        ...lists,
       );
     }
     for (const monitor of delivery.monitor) {
@@ -150,7 +190,7 @@ export class RedisFrameBus extends FrameBus {
         monitor.frame,
       );
     }
-    batch.commands += byPartition.size + delivery.monitor.length;
+    batch.commands += Math.min(byPartition.size, 1) + delivery.monitor.length;
     return new Promise((resolve, reject) => batch.waiters.push({ first, end: batch.commands, resolve, reject }));
   }
 
