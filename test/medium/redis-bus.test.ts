@@ -1,5 +1,5 @@
 import Redis from 'ioredis';
-import { RedisFrameBus } from '#bus';
+import { RedisFrameBus, type HeaderFrame, type MonitorFrame } from '#bus';
 import { ulid } from '#domain';
 import { testRedisUrl } from '../support/services';
 
@@ -44,6 +44,26 @@ describe('RedisFrameBus.publish', () => {
     expect(entries.map(([, fields]) => fields[fields.indexOf('r') + 1])).toEqual(ids.map((_, i) => `1:${i + 1}`));
   });
 
+  it("a delivery over several partitions writes each partition's entry as a single-partition XADD does", async () => {
+    const id = ulid();
+    const header = `{"id":"${id}","subject":"é"}`;
+    const frames = [9, 13, 10, 3, 7].map((mailbox, i) => ({
+      mailbox_id: mailbox,
+      seq: 100 + i,
+      envelope_id: id,
+      created_at: 1234,
+      header,
+    }));
+    await bus.publish({ committed_at: 5678, frames, monitor: [] });
+    const last = async (partition: number) =>
+      (await redis.xrevrange(bus.streamKey(partition), '+', '-', 'COUNT', 1))[0][1];
+    // Partitions (of 4): 9 and 13 → 1, 10 → 2, 3 and 7 → 3; fields in the order a plain XADD writes.
+    const fields = (r: string) => ['r', r, 'e', id, 't', '1234', 'c', '5678', 'h', header];
+    expect(await last(1)).toEqual(fields('9:100,13:101'));
+    expect(await last(2)).toEqual(fields('10:102'));
+    expect(await last(3)).toEqual(fields('3:103,7:104'));
+  });
+
   it('a command that fails rejects only the publish it belongs to', async () => {
     // Partition 2's stream key holds a string: XADD to it fails with WRONGTYPE.
     await redis.set(bus.streamKey(2), 'not a stream');
@@ -54,6 +74,16 @@ describe('RedisFrameBus.publish', () => {
     ]);
     expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
     expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
+    // The same for a delivery over several partitions (one script call), beside single ones.
+    const spread = delivery(1, 101, ulid());
+    spread.frames.push({ ...spread.frames[0], mailbox_id: 6, seq: 1 });
+    const mixed = await Promise.allSettled([
+      bus.publish(delivery(1, 102, ulid())),
+      bus.publish(spread),
+      bus.publish(delivery(5, 2, ulid())),
+    ]);
+    expect(mixed.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(String((mixed[1] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
     await redis.del(bus.streamKey(2));
   });
 });
@@ -188,5 +218,85 @@ describe('RedisFrameBus subscribers', () => {
     });
     await until(() => seen.a.length > 0 && seen.b.length > 0);
     expect(seen).toEqual({ a: [`2:${id}`], b: [`2:${id}`] });
+  });
+});
+
+/** What a gateway reads back: every field and every `mailbox:seq` pair of the stream entries. */
+describe('RedisFrameBus read', () => {
+  const prefix = `roost-test:${ulid()}:`;
+  let reader: RedisFrameBus;
+  let publisher: RedisFrameBus;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    reader = new RedisFrameBus({ url: testRedisUrl(), prefix, partitions: 4, maxLen: 1000 });
+    publisher = new RedisFrameBus({ url: testRedisUrl(), prefix, partitions: 4, maxLen: 1000 });
+    redis = new Redis(testRedisUrl());
+    const commands = (publisher as unknown as { commands: Redis }).commands;
+    if (commands.status !== 'ready') await new Promise((resolve) => commands.once('ready', resolve));
+  });
+
+  afterAll(async () => {
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+    await reader.close();
+    await publisher.close();
+  });
+
+  it("hands each held mailbox its frame (multi-digit ids and seqs, several per partition), then the sender's fact", async () => {
+    const frames: HeaderFrame[] = [];
+    const committed: number[] = [];
+    const facts: MonitorFrame[] = [];
+    reader.subscribe({
+      onFrame: (frame, committedAt) => {
+        frames.push(frame);
+        committed.push(committedAt);
+      },
+      onMonitor: (frame) => facts.push(frame),
+      onControl: () => undefined,
+      onResync: () => undefined,
+    });
+    // Partition 2 carries 10 and 2, partition 3 carries 1234567 and 7 (not held); 12 is the sender.
+    const held = [5, 10, 1234567, 2, 12];
+    await Promise.all(held.map((id) => reader.hold(id)));
+    const id = ulid();
+    const header = `{"op":"envelope.notify","id":"${id}","subject":"héllo, wörld"}`;
+    const recipients = [
+      [5, 1],
+      [10, 4_000_000_123],
+      [7, 9],
+      [1234567, 42],
+      [2, 100],
+    ];
+    await publisher.publish({
+      committed_at: 1_796_000_000_123,
+      frames: recipients.map(([mailbox, seq]) => ({
+        mailbox_id: mailbox,
+        seq,
+        envelope_id: id,
+        created_at: 1_796_000_000_000,
+        header,
+      })),
+      monitor: [{ mailbox_id: 12, frame: '{"op":"monitor.fact"}' }],
+    });
+    const deadline = Date.now() + 10_000;
+    while ((frames.length < 4 || facts.length < 1) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    const frame = (mailbox: number, seq: number) => ({
+      mailbox_id: mailbox,
+      seq,
+      envelope_id: id,
+      created_at: 1_796_000_000_000,
+      header,
+    });
+    expect(frames.sort((a, b) => a.mailbox_id - b.mailbox_id)).toEqual([
+      frame(2, 100),
+      frame(5, 1),
+      frame(10, 4_000_000_123),
+      frame(1234567, 42),
+    ]);
+    expect(new Set(committed)).toEqual(new Set([1_796_000_000_123]));
+    expect(facts).toEqual([{ mailbox_id: 12, frame: '{"op":"monitor.fact"}' }]);
   });
 });

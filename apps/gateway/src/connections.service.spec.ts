@@ -126,6 +126,18 @@ describe('ConnectionsService delivery', () => {
     expect(socket.sent).toEqual(['h1', 'fact', 'h2', 'h3', 'h4', 'h5']);
   });
 
+  it('the next seq arriving while a backfill runs waits behind it: sent once, in order', async () => {
+    const { service, open, frame } = gateway();
+    const socket = await open();
+    service.onFrame(frame(1), Date.now());
+    const two = frame(2); // lost for now
+    frame(3); // lost
+    service.onFrame(frame(4), Date.now()); // backfills 2 and 3 first
+    service.onFrame(two, Date.now()); // the bus brings 2 late, while that backfill runs
+    await flush();
+    expect(socket.sent).toEqual(['h1', 'h2', 'h3', 'h4']);
+  });
+
   it('a monitor fact stays behind the notify frames queued before it', async () => {
     const { service, open, frame } = gateway();
     const socket = await open();

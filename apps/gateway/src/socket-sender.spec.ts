@@ -54,6 +54,21 @@ describe('SocketSender', () => {
     expect([socket.binaryFrames, other.binaryFrames]).toEqual([0, 0]);
   });
 
+  it("frames each of several interleaved envelopes' headers once (one bus read mixes its partitions' entries)", () => {
+    const { socket, connection, sender } = setup();
+    const other = new FakeSocket();
+    const second = new Connection(other.ws, 2, 'hash');
+    const framing = jest.spyOn(Buffer, 'allocUnsafe');
+    for (const text of ['A', 'B', 'A', 'B']) {
+      sender.send(connection, text, 'notify');
+      sender.send(second, text, 'notify');
+    }
+    expect(framing).toHaveBeenCalledTimes(2);
+    framing.mockRestore();
+    expect(socket.sent).toEqual(['A', 'B', 'A', 'B']);
+    expect(other.sent).toEqual(['A', 'B', 'A', 'B']);
+  });
+
   it('frames text exactly as ws does, at every length encoding', () => {
     for (const length of [0, 1, 125, 126, 127, 65_535, 65_536, 70_000]) {
       const text = 'x'.repeat(length);

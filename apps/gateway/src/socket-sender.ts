@@ -9,6 +9,8 @@ import type { Connection } from './connection';
 export const PACED_WAIT_MS = 30_000;
 const OPEN = 1;
 const TEXT_FRAME = { binary: false } as const;
+/** Frame texts kept encoded (a few envelopes' headers; see `SocketSender.frames`). */
+const FRAME_CACHE_SIZE = 64;
 
 /**
  * `text` as one unmasked, unfragmented WebSocket text frame (RFC 6455 §5.2), byte for byte what
@@ -51,12 +53,13 @@ function writeFrame(ws: WebSocket, frame: Buffer): void {
  */
 export class SocketSender {
   /**
-   * The last frame text sent, as one complete WebSocket text frame. An envelope's header frame is
-   * the same text for every recipient (the bus delivers one string per stream entry), so a fan-out
-   * encodes and frames it once and writes the same bytes to every socket.
+   * Recently sent frame texts, each as one complete WebSocket text frame. An envelope's header frame
+   * is the same text for every recipient, so a fan-out encodes and frames it once and writes the
+   * same bytes to every socket. Several texts, not only the last: one bus read interleaves the
+   * envelopes of its partitions (A, B, A, B …), and the bus hands every frame of an envelope the same
+   * string, so a hit is mostly a pointer comparison. Cleared when full; a miss only costs a framing.
    */
-  private lastText: string | undefined;
-  private lastFrame: Buffer = textFrame('');
+  private readonly frames = new Map<string, Buffer>();
 
   constructor(
     private readonly metrics: Metrics,
@@ -68,11 +71,12 @@ export class SocketSender {
   /** Send a live frame; a socket whose buffer is past its bound is closed as a slow consumer. */
   send(connection: Connection, text: string, kind: string): void {
     if (connection.closed || connection.ws.readyState !== OPEN) return;
-    if (text !== this.lastText) {
-      this.lastText = text;
-      this.lastFrame = textFrame(text);
+    let frame = this.frames.get(text);
+    if (frame === undefined) {
+      if (this.frames.size >= FRAME_CACHE_SIZE) this.frames.clear();
+      this.frames.set(text, (frame = textFrame(text)));
     }
-    writeFrame(connection.ws, this.lastFrame);
+    writeFrame(connection.ws, frame);
     this.metrics.framesSent.inc({ kind });
     if (connection.ws.bufferedAmount > this.maxBufferedBytes) {
       this.close(connection, CLOSE_CODES.slowConsumer, 'slow consumer, resume from cursor', 'slow_consumer');

@@ -23,6 +23,11 @@ export interface RedisBusOptions {
   onError?: (component: string) => void;
 }
 
+/** The pipeline's `ADD_TO_PARTITIONS` command: key count, keys, then its ARGV. */
+interface AddToPartitions {
+  roostAddToPartitions(keyCount: number, ...args: string[]): void;
+}
+
 type StreamReply = Array<[string, Array<[string, string[]]>]> | null;
 
 /** Deliveries published in one tick: one pipeline, each caller answered by its own commands. */
@@ -38,6 +43,17 @@ interface PublishBatch {
  */
 const COUNT_AFTER = `return #redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))`;
 const LAG_COUNT_CAP = 10_000;
+
+/**
+ * The entries of one delivery in several partitions, added by Redis itself: the header, envelope and
+ * times travel once, each partition's entry is written exactly as a plain XADD would write it.
+ * KEYS: the partition streams; ARGV: MAXLEN, envelope id, created_at, committed_at, header, then the
+ * `mailbox:seq` list of each key in KEYS order.
+ */
+const ADD_TO_PARTITIONS = `for i, key in ipairs(KEYS) do
+  redis.call('XADD', key, 'MAXLEN', '~', ARGV[1], '*', 'r', ARGV[5 + i], 'e', ARGV[2], 't', ARGV[3], 'c', ARGV[4], 'h', ARGV[5])
+end
+return #KEYS`;
 
 const READ_BLOCK_MS = 250;
 const READ_COUNT = 1000;
@@ -82,6 +98,7 @@ export class RedisFrameBus extends FrameBus {
     });
     this.commands.on('error', () => undefined); // surfaced through failed commands and readiness
     this.commands.defineCommand('roostCountAfter', { numberOfKeys: 1, lua: COUNT_AFTER });
+    this.commands.defineCommand('roostAddToPartitions', { lua: ADD_TO_PARTITIONS });
   }
 
   streamKey(partition: number): string {
@@ -99,8 +116,11 @@ export class RedisFrameBus extends FrameBus {
   /**
    * One stream entry per partition a delivery touches, not per recipient: the header (identical for
    * every recipient of an envelope) is written once with the `mailbox:seq` pairs of that partition,
-   * so a 50-recipient envelope costs at most `partitions` entries. Deliveries published in the same
-   * tick (the envelopes of one accept batch) share one pipeline, so one write reaches Redis.
+   * so a 50-recipient envelope costs at most `partitions` entries. A delivery that touches several
+   * partitions sends them as one script call (the header crosses the wire once, not once per
+   * partition: a 50-recipient envelope on 16 partitions was 16 XADDs of the same ~1 KB header);
+   * one partition is a plain XADD. Deliveries published in the same tick (the envelopes of one
+   * accept batch) share one pipeline, so one write reaches Redis.
    */
   publish(delivery: Delivery): Promise<void> {
     if (delivery.frames.length === 0 && delivery.monitor.length === 0) return Promise.resolve();
@@ -115,8 +135,11 @@ export class RedisFrameBus extends FrameBus {
       if (frames) frames.push(frame);
       else byPartition.set(partition, [frame]);
     }
-    for (const [partition, frames] of byPartition) {
-      // Frames of one delivery share envelope, created_at and header.
+    // Frames of one delivery share envelope, created_at and header.
+    const [frame] = delivery.frames;
+    const recipients = (frames: HeaderFrame[]) => frames.map((f) => `${f.mailbox_id}:${f.seq}`).join(',');
+    if (byPartition.size === 1) {
+      const [[partition, frames]] = byPartition;
       pipeline.xadd(
         this.streamKey(partition),
         'MAXLEN',
@@ -124,15 +147,32 @@ export class RedisFrameBus extends FrameBus {
         maxLen,
         '*',
         'r',
-        frames.map((frame) => `${frame.mailbox_id}:${frame.seq}`).join(','),
+        recipients(frames),
         'e',
-        frames[0].envelope_id,
+        frame.envelope_id,
         't',
-        String(frames[0].created_at),
+        String(frame.created_at),
         'c',
         String(delivery.committed_at),
         'h',
-        frames[0].header,
+        frame.header,
+      );
+    } else if (byPartition.size > 1) {
+      const keys: string[] = [];
+      const lists: string[] = [];
+      for (const [partition, frames] of byPartition) {
+        keys.push(this.streamKey(partition));
+        lists.push(recipients(frames));
+      }
+      (pipeline as unknown as AddToPartitions).roostAddToPartitions(
+        keys.length,
+        ...keys,
+        maxLen,
+        frame.envelope_id,
+        String(frame.created_at),
+        String(delivery.committed_at),
+        frame.header,
+        ...lists,
       );
     }
     for (const monitor of delivery.monitor) {
@@ -150,7 +190,7 @@ export class RedisFrameBus extends FrameBus {
         monitor.frame,
       );
     }
-    batch.commands += byPartition.size + delivery.monitor.length;
+    batch.commands += Math.min(byPartition.size, 1) + delivery.monitor.length;
     return new Promise((resolve, reject) => batch.waiters.push({ first, end: batch.commands, resolve, reject }));
   }
 
@@ -386,42 +426,52 @@ export class RedisFrameBus extends FrameBus {
     });
   }
 
+  /**
+   * Hand a read's frames to the subscribers. The hot loop of a gateway (once per frame of every held
+   * mailbox), so it allocates only the frames it delivers: each entry's fields are read in one pass,
+   * the `mailbox:seq` pairs are parsed in place, and the partition's last id moves once per read.
+   * An envelope's entries in several partitions carry equal header text: every frame of it gets the
+   * first entry's string, so a gateway frames that text for the wire once (see SocketSender).
+   */
   private dispatch(reply: NonNullable<StreamReply>): void {
     const now = Date.now();
+    const subscribers = [...this.subscribers];
+    const headers = new Map<string, string>();
     for (const [key, entries] of reply) {
+      if (entries.length === 0) continue;
       const partition = Number(key.slice(key.lastIndexOf(':') + 1));
+      // Entries come oldest first; never move back: an older read that returns late must not replay
+      // frames (monitor facts have no seq).
+      const newest = entries[entries.length - 1][0];
+      const last = this.lastIds.get(partition);
+      if (this.heldPartitions.has(partition) && (last === undefined || compareStreamIds(newest, last) > 0))
+        this.lastIds.set(partition, newest);
       for (const [id, fields] of entries) {
-        // Never move back: an older read that returns late must not replay frames (monitor facts have no seq).
-        const last = this.lastIds.get(partition);
-        if (this.heldPartitions.has(partition) && (last === undefined || compareStreamIds(id, last) > 0))
-          this.lastIds.set(partition, id);
         this.options.onReadLag?.(now - Number(id.slice(0, id.indexOf('-'))));
-        const field = (name: string) => {
-          for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
-          return undefined;
-        };
-        if (field('k') === 'monitor') {
-          const mailboxId = Number(field('m'));
+        const entry = readEntry(fields);
+        if (entry.kind === 'monitor') {
+          const mailboxId = Number(entry.monitorMailbox);
           if (this.heldMailboxes.has(mailboxId))
-            this.each((s) => s.onMonitor({ mailbox_id: mailboxId, frame: field('h') ?? '' }));
+            for (const s of subscribers) s.onMonitor({ mailbox_id: mailboxId, frame: entry.header });
           continue;
         }
-        const envelopeId = field('e') ?? '';
-        const createdAt = Number(field('t'));
-        const committedAt = Number(field('c'));
-        const header = field('h') ?? '';
-        for (const pair of (field('r') ?? '').split(',')) {
-          const colon = pair.indexOf(':');
-          const mailboxId = Number(pair.slice(0, colon));
+        const envelopeId = entry.envelopeId;
+        const createdAt = Number(entry.createdAt);
+        const committedAt = Number(entry.committedAt);
+        let header = headers.get(envelopeId);
+        if (header === undefined || header !== entry.header) headers.set(envelopeId, (header = entry.header));
+        const pairs = entry.recipients;
+        // `mailbox:seq,mailbox:seq,…`, decimal digits only (publish writes them from integers).
+        for (let i = 0; i < pairs.length; i++) {
+          let mailboxId = 0;
+          for (let c = pairs.charCodeAt(i); c !== COLON && i < pairs.length; c = pairs.charCodeAt(++i))
+            mailboxId = mailboxId * 10 + (c - ZERO);
+          let seq = 0;
+          for (let c = pairs.charCodeAt(++i); c !== COMMA && i < pairs.length; c = pairs.charCodeAt(++i))
+            seq = seq * 10 + (c - ZERO);
           if (!this.heldMailboxes.has(mailboxId)) continue;
-          const frame = {
-            mailbox_id: mailboxId,
-            seq: Number(pair.slice(colon + 1)),
-            envelope_id: envelopeId,
-            created_at: createdAt,
-            header,
-          };
-          this.each((s) => s.onFrame(frame, committedAt));
+          const frame = { mailbox_id: mailboxId, seq, envelope_id: envelopeId, created_at: createdAt, header };
+          for (const s of subscribers) s.onFrame(frame, committedAt);
         }
       }
     }
@@ -440,6 +490,61 @@ export class RedisFrameBus extends FrameBus {
     await this.loop?.catch(() => undefined);
     this.commands.disconnect();
   }
+}
+
+const COLON = 58;
+const COMMA = 44;
+const ZERO = 48;
+
+/** The fields of one stream entry, as `publish` writes them; absent ones are empty. */
+interface StreamEntry {
+  kind: string;
+  recipients: string;
+  envelopeId: string;
+  createdAt: string;
+  committedAt: string;
+  header: string;
+  monitorMailbox: string;
+}
+
+/** One pass over an entry's `[name, value, name, value, …]` list. */
+function readEntry(fields: string[]): StreamEntry {
+  const entry: StreamEntry = {
+    kind: '',
+    recipients: '',
+    envelopeId: '',
+    createdAt: '',
+    committedAt: '',
+    header: '',
+    monitorMailbox: '',
+  };
+  for (let i = 0; i + 1 < fields.length; i += 2) {
+    const value = fields[i + 1];
+    switch (fields[i]) {
+      case 'r':
+        entry.recipients = value;
+        break;
+      case 'e':
+        entry.envelopeId = value;
+        break;
+      case 't':
+        entry.createdAt = value;
+        break;
+      case 'c':
+        entry.committedAt = value;
+        break;
+      case 'h':
+        entry.header = value;
+        break;
+      case 'k':
+        entry.kind = value;
+        break;
+      case 'm':
+        entry.monitorMailbox = value;
+        break;
+    }
+  }
+  return entry;
 }
 
 /** What a read-loop wait yields once close() has begun. */
