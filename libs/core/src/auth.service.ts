@@ -43,13 +43,17 @@ export class AuthService {
     private readonly metrics: Metrics,
   ) {
     // Embedded PGlite runs each query on the event loop over one session: one lookup at a time,
-    // gathering every request of an event-loop turn into it (else each request got its own).
+    // gathering every request of an event-loop turn into it (else each request got its own). On
+    // Postgres a lookup starts at the end of the turn its first request arrived in, with every
+    // request of that turn: a burst (the senders answered by one commit send again together) cost
+    // one query per request while a slot was free, and each query costs the process and Postgres
+    // CPU (accept bench: 0.30 → 0.19 statements per envelope).
     const embedded = config.databaseUrl === null;
     this.lookups = new Coalescer(
       (keys) => this.lookUp(keys),
       embedded ? 1 : LOOKUPS_IN_FLIGHT,
       LOOKUPS_PER_QUERY,
-      embedded,
+      embedded || 'turn',
     );
   }
 

@@ -85,3 +85,28 @@ describe('Coalescer with gather (embedded PGlite)', () => {
     await expect(Promise.all([...values, later])).resolves.toEqual(['v1', 'v2', 'v3', 'v4']);
   });
 });
+
+describe("Coalescer with gather 'turn' (Postgres)", () => {
+  it('starts a batch at the end of the turn, with every load of that turn, even with a slot free', async () => {
+    const { batches, run } = gatedRun();
+    const coalescer = new Coalescer(run, 2, 10, 'turn');
+    const values = [1, 2, 3].map((key) => coalescer.load(key));
+    expect(batches).toEqual([]);
+    await flush();
+    expect(batches.map((b) => b.keys)).toEqual([[1, 2, 3]]);
+    // A load of a later turn takes the second slot on its own turn, without waiting for the first.
+    values.push(coalescer.load(4));
+    await flush();
+    expect(batches.map((b) => b.keys)).toEqual([[1, 2, 3], [4]]);
+    // Both slots busy: loads wait and share the batch that starts when one returns.
+    values.push(coalescer.load(5), coalescer.load(6));
+    await flush();
+    expect(batches).toHaveLength(2);
+    batches[1].release();
+    await flush();
+    expect(batches.map((b) => b.keys)).toEqual([[1, 2, 3], [4], [5, 6]]);
+    batches[0].release();
+    batches[2].release();
+    await expect(Promise.all(values)).resolves.toEqual(['v1', 'v2', 'v3', 'v4', 'v5', 'v6']);
+  });
+});

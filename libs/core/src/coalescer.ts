@@ -19,7 +19,7 @@ export class Coalescer<K, V> {
     private readonly run: (keys: K[]) => Promise<V[]>,
     private readonly maxInFlight: number,
     private readonly maxBatch: number,
-    gather = false,
+    gather: boolean | 'turn' = false,
   ) {
     this.scheduler = new PumpScheduler(gather, () => this.pump());
   }

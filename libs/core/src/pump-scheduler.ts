@@ -3,7 +3,10 @@ const GATHER_MAX_TURNS = 256;
 const GATHER_MAX_MS = 50;
 
 /**
- * When a queue's pump runs: at once, or (with `gather`) on a later event-loop turn. Gathering is
+ * When a queue's pump runs: at once; with `gather: 'turn'`, at the end of the current event-loop
+ * turn, so every request one poll of the sockets delivered joins it (on Postgres: one lookup query
+ * for a burst instead of one per request while a slot is free, at the cost of one turn); or (with
+ * `gather: true`) on a later event-loop turn. Gathering is
  * for a database whose queries run on the event loop itself (PGlite): a batch started at once
  * would hold the only session while the rest of the turn's callers queue behind it one by one.
  * A gathering pump waits for a whole turn that brought no new request (bounded by
@@ -19,12 +22,22 @@ export class PumpScheduler {
   private since = 0;
 
   constructor(
-    private readonly gather: boolean,
+    private readonly gather: boolean | 'turn',
     private readonly pump: () => void,
   ) {}
 
   request(): void {
     if (!this.gather) return this.pump();
+    if (this.gather === 'turn') {
+      // One event-loop turn: every request the current poll delivered joins the same pump.
+      if (this.scheduled) return;
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        this.pump();
+      });
+      return;
+    }
     this.requests++;
     if (this.scheduled) return;
     this.scheduled = true;

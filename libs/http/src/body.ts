@@ -105,7 +105,10 @@ export function jsonBody(request: FastifyRequest): Record<string, unknown> {
 }
 
 /** True when valid JSON `text` opens more than `limit` arrays/objects inside one another. */
-function exceedsDepth(text: string, limit: number): boolean {
+export function exceedsDepth(text: string, limit: number): boolean {
+  // Valid JSON closes every array/object it opens: deeper than `limit` takes at least 2 × (limit + 1)
+  // characters, so a shorter body (an ordinary envelope) needs no scan.
+  if (text.length < 2 * (limit + 1)) return false;
   let depth = 0;
   let inString = false;
   for (let i = 0; i < text.length; i++) {

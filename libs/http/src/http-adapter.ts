@@ -138,17 +138,21 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
   fastify.addHook('onRequest', (request, reply, done) => {
     const socket = request.raw.socket;
     used.add(socket);
-    if (connections.has(socket)) {
-      connections.set(socket, connections.get(socket)! + 1);
-      reply.raw.once('close', () => connections.has(socket) && connections.set(socket, connections.get(socket)! - 1));
+    const counted = connections.has(socket);
+    if (counted) connections.set(socket, connections.get(socket)! + 1);
+    const before = !draining;
+    if (before) {
+      earlier.add(request);
+      inFlight++;
     }
-    if (draining) return done();
-    earlier.add(request);
-    inFlight++;
-    // 'close' fires once the answer is sent, and also when the client went away first.
+    // 'close' fires once the answer is sent, and also when the client went away first. One
+    // listener for both counts: this runs for every request.
     reply.raw.once('close', () => {
-      inFlight--;
-      check();
+      if (counted && connections.has(socket)) connections.set(socket, connections.get(socket)! - 1);
+      if (before) {
+        inFlight--;
+        check();
+      }
     });
     done();
   });

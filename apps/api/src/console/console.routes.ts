@@ -58,9 +58,11 @@ export function registerConsole(fastify: FastifyInstance, options: ConsoleOption
     return files;
   };
 
-  fastify.addHook('onSend', async (request, reply, payload) => {
+  // Callback style, not async: this hook runs on every response of the process (POST /messages
+  // included), and an async hook costs each one a promise and a microtask turn before the write.
+  fastify.addHook('onSend', (request, reply, payload, done) => {
     if (isConsolePath(request.url)) reply.headers(CONSOLE_SECURITY_HEADERS);
-    return payload;
+    done(null, payload);
   });
 
   fastify.route({
