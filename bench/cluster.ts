@@ -337,12 +337,18 @@ export function notifyId(data: Buffer): string | undefined {
   return data.toString('latin1', NOTIFY_PREFIX.length, NOTIFY_PREFIX.length + 26);
 }
 
-/** CPU seconds (user + system) a process has used so far. */
-export function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+/** User and system CPU seconds of a `/proc/…/stat` file (a process's, or one of its threads'). */
+function statTimes(path: string): { user: number; system: number } {
+  const stat = readFileSync(path, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // fields[11] and [12] are utime and stime (fields 14 and 15 of proc(5)), in clock ticks.
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 };
+}
+
+/** CPU seconds (user + system) a process has used so far. */
+export function cpuSeconds(pid: number): number {
+  const { user, system } = statTimes(`/proc/${pid}/stat`);
+  return user + system;
 }
 
 /**
@@ -362,11 +368,11 @@ export function processCounters(pid: number): {
 } {
   const counters = { userS: 0, systemS: 0, mainThreadS: 0, syscalls: 0, voluntarySwitches: 0, involuntarySwitches: 0 };
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    counters.userS = Number(fields[11]) / 100;
-    counters.systemS = Number(fields[12]) / 100;
-    const main = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    counters.mainThreadS = (Number(main[11]) + Number(main[12])) / 100;
+    const { user, system } = statTimes(`/proc/${pid}/stat`);
+    counters.userS = user;
+    counters.systemS = system;
+    const main = statTimes(`/proc/${pid}/task/${pid}/stat`);
+    counters.mainThreadS = main.user + main.system;
     const io = readFileSync(`/proc/${pid}/io`, 'utf8');
     counters.syscalls = Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0);
     for (const task of readdirSync(`/proc/${pid}/task`)) {

@@ -254,7 +254,6 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const serverRedis = mode === 'embedded' ? undefined : cluster.redis();
     const serversBefore = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     const benchCpuBefore = process.cpuUsage();
-    const nodeCpuBefore = cluster.nodes.map((node) => cpuSeconds(node.pid));
     const countersBefore = cluster.nodes.map((node) => processCounters(node.pid));
     // The floors run in a worker thread (own event loop), in the same seconds as the posts.
     const [floors] = await Promise.all([
@@ -271,26 +270,28 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const pgCommits = floors.pg;
     const benchCpu = process.cpuUsage(benchCpuBefore);
     benchLoop.disable();
-    const nodeCpuS = cluster.nodes.reduce((sum, node, i) => sum + cpuSeconds(node.pid) - nodeCpuBefore[i], 0);
     // Per envelope, summed over the operator processes: where the CPU goes (user or kernel), and
     // the counts behind the kernel part (syscalls, switches) that per-request work multiplies.
     const counters = cluster.nodes.map((node, i) => {
       const after = processCounters(node.pid);
       const before = countersBefore[i];
+      const user = after.userS - before.userS;
+      const system = after.systemS - before.systemS;
+      const main = after.mainThreadS - before.mainThreadS;
       return {
-        user: after.userS - before.userS,
-        system: after.systemS - before.systemS,
-        main: after.mainThreadS - before.mainThreadS,
-        helpers: after.userS + after.systemS - after.mainThreadS - (before.userS + before.systemS - before.mainThreadS),
+        user,
+        system,
+        main,
+        // V8's compiler and GC threads, libuv's pool.
+        helpers: user + system - main,
         syscalls: after.syscalls - before.syscalls,
         voluntary: after.voluntarySwitches - before.voluntarySwitches,
         involuntary: after.involuntarySwitches - before.involuntarySwitches,
       };
     });
-    const perEnvelope = (
-      key: 'user' | 'system' | 'main' | 'helpers' | 'syscalls' | 'voluntary' | 'involuntary',
-      scale: number,
-    ) => round((counters.reduce((sum, c) => sum + c[key], 0) * scale) / count, 3);
+    const perEnvelope = (key: keyof (typeof counters)[number], scale: number) =>
+      round((counters.reduce((sum, c) => sum + c[key], 0) * scale) / count, 3);
+    const nodeCpuS = counters.reduce((sum, c) => sum + c.user + c.system, 0);
     const serversAfter = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     serverRedis?.disconnect();
     // Backends that started during the run count from 0; the pg floor's own backends are gone by now.

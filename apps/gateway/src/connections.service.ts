@@ -112,22 +112,6 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
 
   onFrame(frame: HeaderFrame, committedAt: number): void {
     for (const connection of this.registry.of(frame.mailbox_id)) {
-      // The common case, the next `seq` of a live socket with nothing queued, is sent at once: what
-      // `pump` would do with it, without queueing it first.
-      if (
-        frame.seq === connection.lastSeq + 1 &&
-        connection.inbox.length === 0 &&
-        connection.state === 'live' &&
-        !connection.draining &&
-        !connection.closed
-      ) {
-        try {
-          this.sendLive(connection, frame, committedAt);
-        } catch (error) {
-          this.failed(connection, error);
-        }
-        continue;
-      }
       connection.inbox.push({ kind: 'frame', frame, committedAt });
       this.pump(connection);
     }

@@ -435,7 +435,6 @@ export class RedisFrameBus extends FrameBus {
    */
   private dispatch(reply: NonNullable<StreamReply>): void {
     const now = Date.now();
-    const subscribers = [...this.subscribers];
     const headers = new Map<string, string>();
     for (const [key, entries] of reply) {
       if (entries.length === 0) continue;
@@ -452,14 +451,14 @@ export class RedisFrameBus extends FrameBus {
         if (entry.kind === 'monitor') {
           const mailboxId = Number(entry.monitorMailbox);
           if (this.heldMailboxes.has(mailboxId))
-            for (const s of subscribers) s.onMonitor({ mailbox_id: mailboxId, frame: entry.header });
+            for (const s of this.subscribers) s.onMonitor({ mailbox_id: mailboxId, frame: entry.header });
           continue;
         }
         const envelopeId = entry.envelopeId;
         const createdAt = Number(entry.createdAt);
         const committedAt = Number(entry.committedAt);
         let header = headers.get(envelopeId);
-        if (header === undefined || header !== entry.header) headers.set(envelopeId, (header = entry.header));
+        if (header !== entry.header) headers.set(envelopeId, (header = entry.header));
         const pairs = entry.recipients;
         // `mailbox:seq,mailbox:seq,…`, decimal digits only (publish writes them from integers).
         for (let i = 0; i < pairs.length; i++) {
@@ -471,7 +470,7 @@ export class RedisFrameBus extends FrameBus {
             seq = seq * 10 + (c - ZERO);
           if (!this.heldMailboxes.has(mailboxId)) continue;
           const frame = { mailbox_id: mailboxId, seq, envelope_id: envelopeId, created_at: createdAt, header };
-          for (const s of subscribers) s.onFrame(frame, committedAt);
+          for (const s of this.subscribers) s.onFrame(frame, committedAt);
         }
       }
     }

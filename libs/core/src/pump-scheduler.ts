@@ -20,24 +20,18 @@ export class PumpScheduler {
   private seen = 0;
   private turns = 0;
   private since = 0;
+  /** `'turn'` is the gathering pump bounded to its first check: the end of the current turn. */
+  private readonly maxTurns: number;
 
   constructor(
     private readonly gather: boolean | 'turn',
     private readonly pump: () => void,
-  ) {}
+  ) {
+    this.maxTurns = gather === 'turn' ? 1 : GATHER_MAX_TURNS;
+  }
 
   request(): void {
     if (!this.gather) return this.pump();
-    if (this.gather === 'turn') {
-      // One event-loop turn: every request the current poll delivered joins the same pump.
-      if (this.scheduled) return;
-      this.scheduled = true;
-      setImmediate(() => {
-        this.scheduled = false;
-        this.pump();
-      });
-      return;
-    }
     this.requests++;
     if (this.scheduled) return;
     this.scheduled = true;
@@ -51,7 +45,7 @@ export class PumpScheduler {
   private check(): void {
     const arrived = this.requests !== this.seen;
     this.seen = this.requests;
-    if (arrived && ++this.turns < GATHER_MAX_TURNS && performance.now() - this.since < GATHER_MAX_MS) {
+    if (arrived && ++this.turns < this.maxTurns && performance.now() - this.since < GATHER_MAX_MS) {
       setImmediate(() => this.check());
       return;
     }
