@@ -18,9 +18,10 @@ import {
   type GuardFinding,
   type PostedEnvelope,
   type ReceiptClaim,
+  type RecipientAgent,
 } from '#domain';
 import { AcceptBatcher, type AcceptJob } from './accept-batcher';
-import type { Recipients } from './auth.service';
+import { NO_RECIPIENTS, type Recipients } from './auth.service';
 import { ContentGuard } from './content-guard';
 import { parsePostedEnvelope, resolveFileParts, searchTextOf } from './envelope-input';
 
@@ -185,28 +186,36 @@ export class AcceptService {
    * Every recipient must exist, admit the sender under the symmetric allowlist and not block it;
    * any failure refuses the whole send with the same 404, before the duplicate-id check (§2.5).
    */
-  private async admittedRecipients(sender: Agent, handles: string[], prefetched?: Recipients): Promise<Agent[]> {
-    const found: Recipients = new Map();
-    const missing: string[] = [];
-    for (const handle of handles) {
-      if (handle === sender.handle) continue;
-      const recipient = prefetched?.get(handle);
-      if (recipient) found.set(handle, recipient);
-      else missing.push(handle);
-    }
-    for (const recipient of await this.agents.findRecipients(missing, sender.handle))
-      found.set(recipient.handle, recipient);
-    const recipients: Agent[] = [];
+  private async admittedRecipients(
+    sender: Agent,
+    handles: string[],
+    prefetched: Recipients = NO_RECIPIENTS,
+  ): Promise<RecipientAgent[]> {
+    const missing = handles.filter((handle) => handle !== sender.handle && !prefetched.agents.has(handle));
+    const loaded = missing.length === 0 ? NO_RECIPIENTS : await this.loadRecipients(sender, missing);
+    const recipients: RecipientAgent[] = [];
     for (const handle of handles) {
       if (handle === sender.handle) {
         recipients.push(sender);
         continue;
       }
-      const recipient = found.get(handle);
-      if (!recipient || !mayDeliver(sender, recipient, recipient.blocks_sender)) throw notFound();
+      const from = prefetched.agents.has(handle) ? prefetched : loaded;
+      const recipient = from.agents.get(handle);
+      if (!recipient || !mayDeliver(sender, recipient, from.blockedBy.includes(handle))) throw notFound();
       recipients.push(recipient);
     }
     return recipients;
+  }
+
+  /** Recipients the sender's lookup did not load (none named there, or a feature that sends). */
+  private async loadRecipients(sender: Agent, handles: string[]): Promise<Recipients> {
+    const agents = new Map<string, RecipientAgent>();
+    const blockedBy: string[] = [];
+    for (const recipient of await this.agents.findRecipients(handles, sender.handle)) {
+      agents.set(recipient.handle, recipient);
+      if (recipient.blocks_sender) blockedBy.push(recipient.handle);
+    }
+    return { agents, blockedBy };
   }
 
   private publish(

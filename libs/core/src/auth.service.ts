@@ -1,13 +1,21 @@
 import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { AgentsRepository, OrgsRepository } from '#db';
-import { bearerFrom, hashesEqual, hashToken, unauthorized, type Agent } from '#domain';
+import { bearerFrom, hashesEqual, hashToken, unauthorized, type Agent, type RecipientAgent } from '#domain';
 import { Metrics } from '#metrics';
 import { Coalescer } from './coalescer';
 import { UnknownTokens } from './unknown-tokens';
 
-/** Recipient agents by handle, each with whether it blocked the sender. */
-export type Recipients = Map<string, Agent & { blocks_sender: boolean }>;
+/**
+ * Recipients loaded with a sender: agents by handle (those its request named, and the others named
+ * in the same lookup), and the handles among them that blocked the sender.
+ */
+export interface Recipients {
+  agents: ReadonlyMap<string, RecipientAgent>;
+  blockedBy: readonly string[];
+}
+
+export const NO_RECIPIENTS: Recipients = { agents: new Map(), blockedBy: [] };
 
 /** Who holds an admin token: the operator (everything) or one organization (`@<org>.*` only). */
 export type AdminScope = { kind: 'operator' } | { kind: 'org'; org: string };
@@ -106,23 +114,19 @@ export class AuthService {
     return { agent: sender, recipients };
   }
 
-  /** One query for a batch of lookups; each gets its sender and the recipients it named (itself excluded). */
+  /**
+   * One query for a batch of lookups; each gets its sender and the batch's recipients (shared, not
+   * copied per request: a send names tens of them), with those that blocked this sender.
+   */
   private async lookUp(keys: SenderLookup[]): Promise<SenderFound[]> {
     const { senders, recipients } = await this.agents.findSendersAndRecipients(
       [...new Set(keys.map((key) => key.tokenHash))],
       [...new Set(keys.flatMap((key) => key.handles))],
     );
-    return keys.map(({ tokenHash, handles }) => {
-      const sender = senders.get(tokenHash);
-      const named: Recipients = new Map();
-      if (sender === undefined) return { sender, recipients: named };
-      for (const handle of handles) {
-        const found = recipients.get(handle);
-        if (found === undefined || found.id === sender.id) continue;
-        const { blocked_senders, ...agent } = found;
-        named.set(handle, { ...agent, blocks_sender: blocked_senders.includes(sender.handle) });
-      }
-      return { sender, recipients: named };
+    return keys.map(({ tokenHash }) => {
+      const found = senders.get(tokenHash);
+      if (found === undefined) return { sender: undefined, recipients: NO_RECIPIENTS };
+      return { sender: found.agent, recipients: { agents: recipients, blockedBy: found.blockedBy } };
     });
   }
 

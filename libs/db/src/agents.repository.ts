@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { CompiledQuery, sql, type Kysely, type Selectable } from 'kysely';
-import type { Agent } from '#domain';
+import type { Agent, RecipientAgent } from '#domain';
 import { deleteAgents, releaseHandles } from './agent-deletion';
 import type { Database } from './database';
 import type { AgentsTable, BlocksTable, DB } from './schema';
@@ -21,6 +21,27 @@ export const AGENT_COLUMNS = [
   'created_at',
   'updated_at',
 ] as const;
+
+/** The columns of a recipient (the domain's RecipientAgent): all that the accept path reads of one. */
+export const RECIPIENT_COLUMNS = ['id', 'handle', 'policy', 'allowlist'] as const satisfies ReadonlyArray<
+  keyof RecipientAgent
+>;
+
+/**
+ * The agents holding some tokens and the agents named as recipients, from one round trip
+ * (`findSendersAndRecipients`).
+ */
+export interface SendersAndRecipients {
+  /** By token hash: the agent, and the handles among `recipients` that blocked it. */
+  senders: Map<string, { agent: Agent; blockedBy: string[] }>;
+  /** By handle. */
+  recipients: Map<string, RecipientAgent>;
+}
+
+/** A row of `roost_senders_and_recipients`: a sender (with its token hash) or a recipient (without). */
+type SenderOrRecipientRow =
+  | (Agent & { token_hash: string; blocked_by: string[] })
+  | (RecipientAgent & { token_hash: null });
 
 /** A new agent's columns; the rest (id, allowlist, updated_at, deleted_at) the insert sets. */
 export type NewAgent = Omit<
@@ -57,22 +78,27 @@ export class AgentsRepository {
 
   /**
    * The hot path of every authenticated request, for many requests in one round trip: the agents
-   * holding `tokenHashes` (keyed by hash) and the agents named `handles` (keyed by handle), each
-   * recipient with the handles among those senders that it blocked.
+   * holding `tokenHashes` (keyed by hash), each with the handles among the named recipients that
+   * blocked it, and the agents named `handles` (keyed by handle). A send names tens of recipients
+   * and reads only their policy: recipient rows carry only those columns and are kept as parsed.
    */
   async findSendersAndRecipients(
     tokenHashes: readonly string[],
     handles: readonly string[],
-  ): Promise<{ senders: Map<string, Agent>; recipients: Map<string, Agent & { blocked_senders: string[] }> }> {
-    const rows = await this.database.prepared<Agent & { token_hash: string | null; blocked_senders: string[] | null }>(
+  ): Promise<SendersAndRecipients> {
+    const rows = await this.database.prepared<SenderOrRecipientRow>(
       'roost_senders_and_recipients',
       this.sendersAndRecipientsQuery(tokenHashes, handles),
     );
-    const senders = new Map<string, Agent>();
-    const recipients = new Map<string, Agent & { blocked_senders: string[] }>();
-    for (const { token_hash, blocked_senders, ...agent } of rows) {
-      if (token_hash !== null) senders.set(token_hash, agent);
-      else recipients.set(agent.handle, { ...agent, blocked_senders: blocked_senders ?? [] });
+    const senders: SendersAndRecipients['senders'] = new Map();
+    const recipients: SendersAndRecipients['recipients'] = new Map();
+    for (const row of rows) {
+      if (row.token_hash === null) {
+        recipients.set(row.handle, row);
+      } else {
+        const { token_hash, blocked_by, ...agent } = row;
+        senders.set(token_hash, { agent, blockedBy: blocked_by });
+      }
     }
     return { senders, recipients };
   }
@@ -90,16 +116,23 @@ export class AgentsRepository {
   }
 
   private sendersAndRecipientsQuery(tokenHashes: readonly string[], handles: readonly string[]): CompiledQuery {
-    const columns = AGENT_COLUMNS.map((column) => `"${column}"`).join(', ');
+    const quoted = (columns: readonly string[]) => columns.map((column) => `"${column}"`).join(', ');
+    // Recipient rows leave a sender's other columns null; the blocks between the two sets are
+    // joined once and listed per sender (tens of rows) rather than looked up per recipient.
+    const recipientRow = AGENT_COLUMNS.map((column) =>
+      (RECIPIENT_COLUMNS as readonly string[]).includes(column) ? `"${column}"` : 'null',
+    ).join(', ');
     this.sendersAndRecipientsSql ??= `
-      with senders as (select token_hash, ${columns} from agents where token_hash = any($1::text[]))
-      select token_hash, ${columns}, null::text[] as blocked_senders from senders
+      with senders as (select token_hash, ${quoted(AGENT_COLUMNS)} from agents where token_hash = any($1::text[])),
+      recipients as (select ${quoted(RECIPIENT_COLUMNS)} from agents where handle = any($2::text[]) and deleted_at is null),
+      blocks_of_senders as materialized (
+        select r.handle as blocker, b.blocked_handle from recipients r join blocks b on b.agent_id = r.id
+        where b.blocked_handle in (select handle from senders))
+      select token_hash, ${quoted(AGENT_COLUMNS)},
+             array(select blocker from blocks_of_senders where blocked_handle = s.handle) as blocked_by
+      from senders s
       union all
-      select null, ${AGENT_COLUMNS.map((column) => `a."${column}"`).join(', ')},
-             array(select b.blocked_handle from blocks b
-                   where b.agent_id = a.id and b.blocked_handle in (select handle from senders))
-      from agents a
-      where a.handle = any($2::text[]) and a.deleted_at is null`;
+      select null, ${recipientRow}, null from recipients`;
     return CompiledQuery.raw(this.sendersAndRecipientsSql, [[...tokenHashes], [...handles]]);
   }
 
@@ -125,18 +158,18 @@ export class AgentsRepository {
   async findRecipients(
     handles: readonly string[],
     senderHandle: string,
-  ): Promise<Array<Agent & { blocks_sender: boolean }>> {
+  ): Promise<Array<RecipientAgent & { blocks_sender: boolean }>> {
     if (handles.length === 0) return [];
     this.recipientsSql ??= this.recipientsQuery('$1', ['$2']).sql;
     const query = CompiledQuery.raw(this.recipientsSql, [senderHandle, [...handles]]);
-    return this.database.prepared<Agent & { blocks_sender: boolean }>('roost_recipients', query);
+    return this.database.prepared<RecipientAgent & { blocks_sender: boolean }>('roost_recipients', query);
   }
 
   /** Parameters in this order: the sender's handle ($1), the recipient handles ($2). */
   private recipientsQuery(senderHandle: string, handles: readonly string[]) {
     return this.db
       .selectFrom('agents')
-      .select(AGENT_COLUMNS)
+      .select(RECIPIENT_COLUMNS)
       .select((eb) =>
         eb
           .exists(

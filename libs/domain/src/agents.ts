@@ -19,6 +19,9 @@ export interface Agent {
   updated_at: number;
 }
 
+/** What the accept path reads of a recipient: its id (mailbox) and its inbound policy (§1.5). */
+export type RecipientAgent = Pick<Agent, 'id' | 'handle' | 'policy' | 'allowlist'>;
+
 /** Byte order, as the reference sorts allowlists and handles (handles are ASCII). */
 export const byteOrder = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
