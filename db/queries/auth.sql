@@ -6,11 +6,12 @@ recipients as (select "id", "handle", "policy", "allowlist" from agents where ha
 blocks_of_senders as materialized (
   select r.handle as blocker, b.blocked_handle from recipients r join blocks b on b.agent_id = r.id
   where b.blocked_handle in (select handle from senders))
-select token_hash, "id", "handle", "policy", "allowlist", "display_name", "description", "card_body", "visibility", "content_guard", "retention_days", "created_at", "updated_at",
-       array(select blocker from blocks_of_senders where blocked_handle = s.handle) as blocked_by
+select token_hash, "id", "handle", "policy", "allowlist",
+       json_build_object('display_name', "display_name", 'description', "description", 'card_body', "card_body", 'visibility', "visibility", 'content_guard', "content_guard", 'retention_days', "retention_days", 'created_at', "created_at", 'updated_at', "updated_at",
+         'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender
 from senders s
 union all
-select null, "id", "handle", "policy", "allowlist", null, null, null, null, null, null, null, null, null from recipients;
+select null, "id", "handle", "policy", "allowlist", null from recipients;
 
 -- OrgsRepository.findByTokenHash (organization admin token)
 select "name", "retention_days", "content_guard", "max_agents", "created_at", "updated_at" from "orgs" where "admin_token_hash" = $1;

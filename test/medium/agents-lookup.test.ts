@@ -13,19 +13,21 @@ describe.each(['postgres', 'pglite'] as const)('the senders-and-recipients looku
   let agents: AgentsRepository;
   const made = new Map<string, Agent>();
 
+  // Every optional column set, except on mallory (all null): the sender's columns come back as stored.
   const make = async (name: string, policy: 'open' | 'allowlist' = 'open'): Promise<Agent> => {
+    const bare = name === 'mallory';
     const created = await agents.create({
       handle: `@l.${name}`,
       owner: 'l',
       token_hash: hashToken(`token-${name}`),
       policy,
-      display_name: `Agent ${name}`,
-      description: `about ${name}`,
-      card_body: `card of ${name}`,
-      visibility: 'public',
-      content_guard: 'block',
-      retention_days: 7,
-      created_at: 1_000,
+      display_name: `Agent ${name} \u00e9 "quoted"`,
+      description: bare ? null : `about ${name}`,
+      card_body: bare ? null : `card of ${name}\n{"json": [1, 2]}`,
+      visibility: bare ? 'private' : 'public',
+      content_guard: bare ? null : 'block',
+      retention_days: bare ? null : 7,
+      created_at: 1_700_000_000_123,
     });
     if (typeof created === 'string') throw new Error(created);
     made.set(name, created);
@@ -67,6 +69,8 @@ describe.each(['postgres', 'pglite'] as const)('the senders-and-recipients looku
     expect([...senders.keys()].sort()).toEqual([hashToken('token-alice'), hashToken('token-mallory')].sort());
     expect(senders.get(hashToken('token-alice'))).toEqual({ agent: made.get('alice'), blockedBy: ['@l.carol'] });
     expect(senders.get(hashToken('token-mallory'))).toEqual({ agent: made.get('mallory'), blockedBy: ['@l.bob'] });
+    // The same keys in the same order as every other read of an agent.
+    expect(Object.keys(senders.get(hashToken('token-alice'))!.agent)).toEqual(Object.keys(made.get('alice')!));
     expect([...recipients.keys()].sort()).toEqual(['@l.alice', '@l.bob', '@l.carol']);
     for (const [handle, recipient] of recipients) {
       const agent = made.get(handle.slice(3))!;

@@ -119,10 +119,13 @@ export class AuthService {
    * copied per request: a send names tens of them), with those that blocked this sender.
    */
   private async lookUp(keys: SenderLookup[]): Promise<SenderFound[]> {
-    const { senders, recipients } = await this.agents.findSendersAndRecipients(
-      [...new Set(keys.map((key) => key.tokenHash))],
-      [...new Set(keys.flatMap((key) => key.handles))],
-    );
+    const tokenHashes = new Set<string>();
+    const handles = new Set<string>();
+    for (const key of keys) {
+      tokenHashes.add(key.tokenHash);
+      for (const handle of key.handles) handles.add(handle);
+    }
+    const { senders, recipients } = await this.agents.findSendersAndRecipients([...tokenHashes], [...handles]);
     return keys.map(({ tokenHash }) => {
       const found = senders.get(tokenHash);
       if (found === undefined) return { sender: undefined, recipients: NO_RECIPIENTS };

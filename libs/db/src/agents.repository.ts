@@ -38,10 +38,40 @@ export interface SendersAndRecipients {
   recipients: Map<string, RecipientAgent>;
 }
 
-/** A row of `roost_senders_and_recipients`: a sender (with its token hash) or a recipient (without). */
+/** A sender's columns besides a recipient's, and the named recipients that blocked it. */
+type SenderRest = Omit<Agent, keyof RecipientAgent> & { blocked_by: string[] };
+
+/**
+ * A row of `roost_senders_and_recipients`: a sender (with its token hash and the rest of its agent
+ * as one JSON object) or a recipient (without either).
+ */
 type SenderOrRecipientRow =
-  | (Agent & { token_hash: string; blocked_by: string[] })
-  | (RecipientAgent & { token_hash: null });
+  (RecipientAgent & { token_hash: string; sender: SenderRest }) | (RecipientAgent & { token_hash: null; sender: null });
+
+const quoted = (columns: readonly string[]) => columns.map((column) => `"${column}"`).join(', ');
+/** `json_build_object` arguments: a sender's columns besides a recipient's. */
+const SENDER_REST = AGENT_COLUMNS.filter((column) => !(RECIPIENT_COLUMNS as readonly string[]).includes(column))
+  .map((column) => `'${column}', "${column}", `)
+  .join('');
+
+/**
+ * The senders (by token hash, $1) and the recipients (by handle, $2) of many requests. A recipient
+ * row is its policy columns alone (a send names tens); a sender's other columns ride in one JSON
+ * object. The blocks between the two sets are joined once and listed per sender (which recipients
+ * blocked it) rather than looked up per recipient.
+ */
+const SENDERS_AND_RECIPIENTS_SQL = `
+  with senders as (select token_hash, ${quoted(AGENT_COLUMNS)} from agents where token_hash = any($1::text[])),
+  recipients as (select ${quoted(RECIPIENT_COLUMNS)} from agents where handle = any($2::text[]) and deleted_at is null),
+  blocks_of_senders as materialized (
+    select r.handle as blocker, b.blocked_handle from recipients r join blocks b on b.agent_id = r.id
+    where b.blocked_handle in (select handle from senders))
+  select token_hash, ${quoted(RECIPIENT_COLUMNS)},
+         json_build_object(${SENDER_REST}
+           'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender
+  from senders s
+  union all
+  select null, ${quoted(RECIPIENT_COLUMNS)}, null from recipients`;
 
 /** A new agent's columns; the rest (id, allowlist, updated_at, deleted_at) the insert sets. */
 export type NewAgent = Omit<
@@ -74,7 +104,6 @@ export class AgentsRepository {
   }
 
   private recipientsSql: string | undefined;
-  private sendersAndRecipientsSql: string | undefined;
 
   /**
    * The hot path of every authenticated request, for many requests in one round trip: the agents
@@ -96,8 +125,9 @@ export class AgentsRepository {
       if (row.token_hash === null) {
         recipients.set(row.handle, row);
       } else {
-        const { token_hash, blocked_by, ...agent } = row;
-        senders.set(token_hash, { agent, blockedBy: blocked_by });
+        const { blocked_by, ...rest } = row.sender;
+        const agent: Agent = { id: row.id, handle: row.handle, policy: row.policy, allowlist: row.allowlist, ...rest };
+        senders.set(row.token_hash, { agent, blockedBy: blocked_by });
       }
     }
     return { senders, recipients };
@@ -116,24 +146,7 @@ export class AgentsRepository {
   }
 
   private sendersAndRecipientsQuery(tokenHashes: readonly string[], handles: readonly string[]): CompiledQuery {
-    const quoted = (columns: readonly string[]) => columns.map((column) => `"${column}"`).join(', ');
-    // Recipient rows leave a sender's other columns null; the blocks between the two sets are
-    // joined once and listed per sender (tens of rows) rather than looked up per recipient.
-    const recipientRow = AGENT_COLUMNS.map((column) =>
-      (RECIPIENT_COLUMNS as readonly string[]).includes(column) ? `"${column}"` : 'null',
-    ).join(', ');
-    this.sendersAndRecipientsSql ??= `
-      with senders as (select token_hash, ${quoted(AGENT_COLUMNS)} from agents where token_hash = any($1::text[])),
-      recipients as (select ${quoted(RECIPIENT_COLUMNS)} from agents where handle = any($2::text[]) and deleted_at is null),
-      blocks_of_senders as materialized (
-        select r.handle as blocker, b.blocked_handle from recipients r join blocks b on b.agent_id = r.id
-        where b.blocked_handle in (select handle from senders))
-      select token_hash, ${quoted(AGENT_COLUMNS)},
-             array(select blocker from blocks_of_senders where blocked_handle = s.handle) as blocked_by
-      from senders s
-      union all
-      select null, ${recipientRow}, null from recipients`;
-    return CompiledQuery.raw(this.sendersAndRecipientsSql, [[...tokenHashes], [...handles]]);
+    return CompiledQuery.raw(SENDERS_AND_RECIPIENTS_SQL, [tokenHashes, handles]);
   }
 
   findById(id: number): Promise<Agent | undefined> {
