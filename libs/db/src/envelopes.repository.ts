@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { sql, type CompiledQuery, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { bigintArray, textArray } from './array-params';
 import type { Database, SqlSession } from './database';
 import type { DB, EnvelopesTable, MailboxEntriesTable, MailboxesTable } from './schema';
 import { InjectDatabase } from './tokens';
@@ -142,7 +143,7 @@ function lockMailboxesSql(agentIds: readonly number[]): RawBuilder<MailboxState>
   const sorted = [...agentIds].sort((a, b) => a - b);
   return sql<MailboxState>`
       select agent_id, last_seq, last_created_at from mailboxes
-      where agent_id = any(${sorted}::bigint[])
+      where agent_id = any(${bigintArray(sorted)}::bigint[])
       order by agent_id
       for update`;
 }
@@ -186,12 +187,12 @@ function insertEnvelopesSql(rows: readonly EnvelopeRow[]): RawBuilder<{ id: stri
            t.self_addressed, to_tsvector('simple', t.search_text), t.receipt_for, t.receipt_status,
            case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
     from unnest(
-      ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
-      ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
-      ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
-      ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
-      ${sorted.map((r) => r.search_text)}::text[], ${sorted.map((r) => r.receipt_for)}::text[],
-      ${sorted.map((r) => r.receipt_status)}::text[], ${sorted.map((r) => jsonOrNull(r.guard_override))}::text[]
+      ${textArray(sorted.map((r) => r.id))}::text[], ${bigintArray(sorted.map((r) => r.sender_id))}::bigint[],
+      ${bigintArray(sorted.map((r) => r.created_at))}::bigint[], ${bigintArray(sorted.map((r) => r.received_ms))}::bigint[],
+      ${textArray(sorted.map((r) => r.body))}::text[], ${textArray(sorted.map((r) => r.header))}::text[],
+      ${textArray(sorted.map((r) => JSON.stringify(r.recipients)))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
+      ${textArray(sorted.map((r) => r.search_text))}::text[], ${textArray(sorted.map((r) => r.receipt_for))}::text[],
+      ${textArray(sorted.map((r) => r.receipt_status))}::text[], ${textArray(sorted.map((r) => jsonOrNull(r.guard_override)))}::text[]
     ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text,
                            receipt_for, receipt_status, guard_override, n)
     order by t.n
@@ -203,9 +204,9 @@ function insertEntriesSql(rows: readonly EntryRow[]): RawBuilder<unknown> {
   return sql`
     insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
     select * from unnest(
-      ${rows.map((r) => r.mailbox_id)}::bigint[], ${rows.map((r) => r.seq)}::bigint[],
-      ${rows.map((r) => r.envelope_id)}::text[], ${rows.map((r) => r.created_at)}::bigint[],
-      ${rows.map((r) => r.kind)}::text[]
+      ${bigintArray(rows.map((r) => r.mailbox_id))}::bigint[], ${bigintArray(rows.map((r) => r.seq))}::bigint[],
+      ${textArray(rows.map((r) => r.envelope_id))}::text[], ${bigintArray(rows.map((r) => r.created_at))}::bigint[],
+      ${textArray(rows.map((r) => r.kind))}::text[]
     )`;
 }
 
@@ -217,8 +218,8 @@ function advanceMailboxesSql(states: readonly MailboxState[], expectedSeqs?: rea
   return sql`
     update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
     from unnest(
-      ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.last_seq)}::bigint[],
-      ${states.map((s) => s.last_created_at)}::bigint[], ${expectedSeqs ?? states.map(() => null)}::bigint[]
+      ${bigintArray(states.map((s) => s.agent_id))}::bigint[], ${bigintArray(states.map((s) => s.last_seq))}::bigint[],
+      ${bigintArray(states.map((s) => s.last_created_at))}::bigint[], ${bigintArray(expectedSeqs ?? states.map(() => null))}::bigint[]
     ) as u(agent_id, last_seq, last_created_at, expected_seq)
     where m.agent_id = u.agent_id${expectedSeqs ? sql` and m.last_seq = u.expected_seq` : sql``}
     returning m.agent_id`;
