@@ -18,7 +18,17 @@ const texts = [
   'x'.repeat(5000),
   null,
 ];
-const bigints = [0, 1, -1, 42, 1_764_678_000_123, -1_764_678_000_123, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER, null];
+const bigints = [
+  0,
+  1,
+  -1,
+  42,
+  1_764_678_000_123,
+  -1_764_678_000_123,
+  Number.MAX_SAFE_INTEGER,
+  Number.MIN_SAFE_INTEGER,
+  null,
+];
 
 let database: { url: string; drop: () => Promise<void> };
 const opened: Database[] = [];
@@ -71,6 +81,8 @@ describe.each(['postgres', 'pglite'])('array parameters on %s', (kind) => {
 test('on Postgres the parameters are bound in the binary format', () => {
   const encoded = textArray(['a"b']).toPostgres();
   // ndim 1, no nulls, element type text (25), length 1, lower bound 1, then length-prefixed UTF-8.
-  expect([...encoded]).toEqual([0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3, 0x61, 0x22, 0x62]);
+  expect([...encoded]).toEqual([
+    0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 3, 0x61, 0x22, 0x62,
+  ]);
   expect(() => bigintArray([1.5]).toPostgres()).toThrow(RangeError);
 });
