@@ -86,9 +86,12 @@ export class RedisFrameBus extends FrameBus {
   /** Set when close() begins; the read loop's pending waits are answered CLOSED (see untilClosed). */
   private closed = false;
   private readonly closeWaiters = new Set<() => void>();
+  /** Each partition's stream key, built once (every publish and every read names them). */
+  private readonly streamKeys: string[];
 
   constructor(private readonly options: RedisBusOptions) {
     super();
+    this.streamKeys = Array.from({ length: options.partitions }, (_, p) => `${options.prefix}frames:${p}`);
     this.commands = new Redis(options.url, {
       maxRetriesPerRequest: 1,
       enableOfflineQueue: false,
@@ -101,7 +104,7 @@ export class RedisFrameBus extends FrameBus {
   }
 
   streamKey(partition: number): string {
-    return `${this.options.prefix}frames:${partition}`;
+    return this.streamKeys[partition] ?? `${this.options.prefix}frames:${partition}`;
   }
 
   private get controlChannel(): string {
