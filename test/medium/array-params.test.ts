@@ -37,6 +37,8 @@ beforeAll(async () => {
   database = await createTestDatabase('roost_array_params');
   opened.push(openPostgres({ url: database.url, poolSize: 1, statementTimeoutMs: 5_000 }));
   opened.push(await openPglite('memory://'));
+  // Unnamed statements (ROOST_DB_PREPARED_STATEMENTS=off, or behind a transaction pooler).
+  opened.push(openPostgres({ url: database.url, poolSize: 1, statementTimeoutMs: 5_000, preparedStatements: false }));
 });
 
 afterAll(async () => {
@@ -47,8 +49,8 @@ afterAll(async () => {
 const roundTrip = (db: Database, name: string, sql: string, param: unknown) =>
   db.prepared<{ v: unknown }>(name, CompiledQuery.raw(sql, [param]));
 
-describe.each(['postgres', 'pglite'])('array parameters on %s', (kind) => {
-  const db = () => opened[kind === 'postgres' ? 0 : 1];
+describe.each(['postgres', 'pglite', 'postgres, unnamed statements'])('array parameters on %s', (kind) => {
+  const db = () => opened[['postgres', 'pglite', 'postgres, unnamed statements'].indexOf(kind)];
 
   test('text[] elements arrive exactly as sent, nulls and empty arrays included', async () => {
     expect(await roundTrip(db(), 'roost_test_text', 'select $1::text[] as v', textArray(texts))).toEqual([
