@@ -9,6 +9,8 @@ import { pgbenchCeiling } from './pgbench';
 import {
   createAgent,
   firstSeconds,
+  gcCounters,
+  gcFields,
   HttpConnection,
   loadLoop,
   request,
@@ -187,6 +189,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
           .catch(() => ''),
       ),
     );
+    const gcBefore = await Promise.all(nodes.map((n) => gcCounters(n.child.pid)));
     const cpuBefore = await Promise.all(nodes.map((n) => n.cpuMs()));
     const benchBefore = process.cpuUsage();
     const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
@@ -195,6 +198,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       (sum, ms, i) => sum + ms - cpuBefore[i],
       0,
     );
+    const gcAfter = await Promise.all(nodes.map((n) => gcCounters(n.child.pid)));
     const after = await Promise.all(
       nodes.map((n) =>
         request(n.url, 'GET', '/metrics', undefined)
@@ -236,6 +240,8 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       // the machine's load than the rates, so comparable between runs on a busy machine.
       operator_cpu_ms_per_envelope:
         samples.latencies.length > 0 ? round(cpuInRunMs / samples.latencies.length, 3) : null,
+      // Same span (first seconds included), from the operators' own GC statistics (bench/gc-probe.ts).
+      ...gcFields(gcBefore, gcAfter, samples.latencies.length),
       bench_cpu_ms_per_envelope:
         samples.latencies.length > 0
           ? round((benchInRun.user + benchInRun.system) / 1000 / samples.latencies.length, 3)

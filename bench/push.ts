@@ -5,7 +5,7 @@ import pg from 'pg';
 import { ulid } from '#domain';
 import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets, processCounters } from './cluster';
 import { paced, runFloors } from './push-floors';
-import { percentile, request, round } from './support';
+import { gcCounters, gcFields, percentile, request, round } from './support';
 
 const RECIPIENTS = 50;
 const SENDERS = 10;
@@ -254,6 +254,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const serverRedis = mode === 'embedded' ? undefined : cluster.redis();
     const serversBefore = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     const benchCpuBefore = process.cpuUsage();
+    const gcBefore = await Promise.all(cluster.nodes.map((node) => gcCounters(node.pid)));
     const countersBefore = cluster.nodes.map((node) => processCounters(node.pid));
     // The floors run in a worker thread (own event loop), in the same seconds as the posts.
     const [floors] = await Promise.all([
@@ -292,6 +293,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const perEnvelope = (key: keyof (typeof counters)[number], scale: number) =>
       round((counters.reduce((sum, c) => sum + c[key], 0) * scale) / count, 3);
     const nodeCpuS = counters.reduce((sum, c) => sum + c.user + c.system, 0);
+    const gcAfter = await Promise.all(cluster.nodes.map((node) => gcCounters(node.pid)));
     const serversAfter = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     serverRedis?.disconnect();
     // Backends that started during the run count from 0; the pg floor's own backends are gone by now.
@@ -332,6 +334,8 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       operator_syscalls_per_envelope: perEnvelope('syscalls', 1),
       operator_voluntary_switches_per_envelope: perEnvelope('voluntary', 1),
       operator_involuntary_switches_per_envelope: perEnvelope('involuntary', 1),
+      // Every operator process, from its own GC statistics (bench/gc-probe.ts).
+      ...gcFields(gcBefore, gcAfter, count),
       postgres_backends_cpu_ms_per_envelope: postgresCpuS === null ? null : round((postgresCpuS * 1000) / count, 3),
       redis_server_cpu_ms_per_envelope: redisCpuS === null ? null : round((redisCpuS * 1000) / count, 3),
       bench_cpu_ms_per_envelope: round((benchCpu.user + benchCpu.system) / 1e3 / count, 3),

@@ -3,9 +3,11 @@ import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
 import { mkdirSync, symlinkSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createDatabase, type ScratchDatabase } from './database';
+import type { GcCounters } from './gc-probe';
 
 /** Shared pieces of the bench scenarios: a scratch database, an operator process, a load loop. */
 
@@ -53,7 +55,8 @@ export async function processCpuMs(pid: number | undefined): Promise<number> {
 
 /**
  * Node flags for an operator process: with `ROOST_BENCH_CPU_PROF=<dir>`, a CPU profile into that
- * folder named after `name`, written when the process exits; then ROOST_BENCH_NODE_ARGS.
+ * folder named after `name`, written when the process exits; the GC probe (gc-probe.ts) unless
+ * ROOST_BENCH_GC_PROBE=0; then ROOST_BENCH_NODE_ARGS.
  */
 export function profileArgs(name: string): string[] {
   const dir = process.env.ROOST_BENCH_CPU_PROF;
@@ -61,8 +64,62 @@ export function profileArgs(name: string): string[] {
   const extra = (process.env.ROOST_BENCH_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
   return [
     ...(dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : []),
+    ...(process.env.ROOST_BENCH_GC_PROBE === '0' ? [] : ['--require', join(__dirname, 'gc-probe.js')]),
     ...extra,
   ];
+}
+
+/**
+ * The GC probe's running totals of an operator process (gc-probe.ts), or undefined when it has
+ * none (probe off, process gone). The file name is gc-probe.ts's: that module installs itself when
+ * loaded, so the bench names its file instead of importing it.
+ */
+export async function gcCounters(pid: number | undefined): Promise<GcCounters | undefined> {
+  if (pid === undefined || process.env.ROOST_BENCH_GC_PROBE === '0') return undefined;
+  const file = join(tmpdir(), `roost-bench-gc-${pid}.json`);
+  await rm(file, { force: true });
+  try {
+    process.kill(pid, 'SIGUSR2');
+  } catch {
+    return undefined;
+  }
+  for (let attempt = 0; attempt < 100; attempt++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    try {
+      return JSON.parse(await readFile(file, 'utf8')) as GcCounters;
+    } catch {
+      // not written yet (or half written)
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Per envelope (and per 1,000) from the GC probe's totals of the operator processes before and
+ * after the counted seconds: KB allocated on the V8 heap, scavenges and GC time. Null fields when
+ * a process had no probe. Each process's allocations after its last collection are counted from
+ * its heap growth, so the figure does not depend on where the collections fall.
+ */
+export function gcFields(
+  before: ReadonlyArray<GcCounters | undefined>,
+  after: ReadonlyArray<GcCounters | undefined>,
+  envelopes: number,
+): Record<string, number | null> {
+  const complete = before.every(Boolean) && after.every(Boolean) && envelopes > 0;
+  const sum = (key: keyof GcCounters) =>
+    after.reduce((total, end, i) => total + (end?.[key] ?? 0) - (before[i]?.[key] ?? 0), 0);
+  const per = (value: number, scale: number, digits: number) =>
+    complete ? round((value * scale) / envelopes, digits) : null;
+  const scavenges = sum('scavenges');
+  return {
+    operator_allocated_kb_per_envelope: per(sum('allocatedBytes') / 1024, 1, 1),
+    operator_scavenges_per_1000_envelopes: per(scavenges, 1000, 2),
+    operator_gc_ms_per_1000_envelopes: per(sum('scavengeMs') + sum('markCompactMs') + sum('otherGcMs'), 1000, 1),
+    operator_mark_compacts_in_run: complete ? sum('markCompacts') : null,
+    operator_scavenge_ms_mean: complete && scavenges > 0 ? round(sum('scavengeMs') / scavenges, 2) : null,
+    operator_scavenge_survived_kb_mean:
+      complete && scavenges > 0 ? round(sum('scavengeSurvivedBytes') / 1024 / scavenges, 0) : null,
+  };
 }
 
 /** `node dist/apps/roost/src/main.js` with the given env, once /healthz answers. */

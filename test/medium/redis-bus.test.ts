@@ -1,3 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import Redis from 'ioredis';
 import { RedisFrameBus, type HeaderFrame, type MonitorFrame } from '#bus';
 import { ulid } from '#domain';
@@ -298,5 +301,66 @@ describe('RedisFrameBus read', () => {
     ]);
     expect(new Set(committed)).toEqual(new Set([1_796_000_000_123]));
     expect(facts).toEqual([{ mailbox_id: 12, frame: '{"op":"monitor.fact"}' }]);
+  });
+});
+
+/**
+ * The read loop must not keep what it has read: each XREAD reply is garbage once dispatched. It
+ * used to be kept until close() (every wait raced one long-lived promise, whose reactions held each
+ * race's result), so every reply survived into the old generation.
+ */
+describe('RedisFrameBus read loop', () => {
+  it('keeps no XREAD reply reachable after dispatching it', async () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const prefix = `roost-test:${ulid()}:`;
+    const bus = new RedisFrameBus({ url: testRedisUrl(), prefix, partitions: 4, maxLen: 1000 });
+    const commands = (bus as unknown as { commands: Redis }).commands;
+    if (commands.status !== 'ready') await new Promise((resolve) => commands.once('ready', resolve));
+    const seen: number[] = [];
+    bus.subscribe({
+      onFrame: (frame) => seen.push(frame.seq),
+      onMonitor: () => undefined,
+      onControl: () => undefined,
+      onResync: () => undefined,
+    });
+    const replies: Array<WeakRef<object>> = [];
+    const reader = (bus as unknown as { reader: Redis }).reader;
+    const xread = reader.xread.bind(reader) as (...args: unknown[]) => Promise<object | null>;
+    // Wrapped by hand: a jest spy would keep every returned promise (and its reply) in mock.results.
+    (reader as unknown as { xread: unknown }).xread = (...args: unknown[]) => {
+      const reply = xread(...args);
+      reply.then(
+        (value) => value && replies.push(new WeakRef(value)),
+        () => undefined, // the read abandoned at close
+      );
+      return reply;
+    };
+    try {
+      await bus.hold(1);
+      for (let seq = 1; seq <= 5; seq++) {
+        await bus.publish({
+          committed_at: Date.now(),
+          frames: [{ mailbox_id: 1, seq, envelope_id: ulid(), created_at: seq, header: `{"seq":${seq}}` }],
+          monitor: [],
+        });
+        const deadline = Date.now() + 5_000;
+        while (!seen.includes(seq) && Date.now() < deadline) await sleep(10);
+      }
+      expect(seen).toEqual([1, 2, 3, 4, 5]);
+      expect(replies.length).toBeGreaterThanOrEqual(3);
+      await sleep(50);
+      gc();
+      await sleep(10);
+      gc();
+      // The newest reply may still be on the loop's stack; every earlier one must be gone.
+      expect(replies.slice(0, -1).filter((ref) => ref.deref() !== undefined)).toEqual([]);
+    } finally {
+      await bus.close();
+      const redis = new Redis(testRedisUrl());
+      const keys = await redis.keys(`${prefix}*`);
+      if (keys.length > 0) await redis.del(...keys);
+      redis.disconnect();
+    }
   });
 });

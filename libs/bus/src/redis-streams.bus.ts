@@ -83,13 +83,15 @@ export class RedisFrameBus extends FrameBus {
   private wake: (() => void) | undefined;
   /** The pipeline collecting this tick's publishes, flushed on the next tick. */
   private pendingPublish: PublishBatch | undefined;
-  /** Settles when close() begins: every wait of the read loop races it (see close()). */
-  private readonly closing: Promise<typeof CLOSED>;
-  private signalClosing!: () => void;
+  /** Set when close() begins; the read loop's pending waits are answered CLOSED (see untilClosed). */
+  private closed = false;
+  private readonly closeWaiters = new Set<() => void>();
+  /** Each partition's stream key, built once (every publish and every read names them). */
+  private readonly streamKeys: string[];
 
   constructor(private readonly options: RedisBusOptions) {
     super();
-    this.closing = new Promise((resolve) => (this.signalClosing = () => resolve(CLOSED)));
+    this.streamKeys = Array.from({ length: options.partitions }, (_, p) => `${options.prefix}frames:${p}`);
     this.commands = new Redis(options.url, {
       maxRetriesPerRequest: 1,
       enableOfflineQueue: false,
@@ -102,7 +104,7 @@ export class RedisFrameBus extends FrameBus {
   }
 
   streamKey(partition: number): string {
-    return `${this.options.prefix}frames:${partition}`;
+    return this.streamKeys[partition] ?? `${this.options.prefix}frames:${partition}`;
   }
 
   private get controlChannel(): string {
@@ -402,10 +404,27 @@ export class RedisFrameBus extends FrameBus {
    * offline (the reader keeps its offline queue so reads survive a Redis blip) when the client is
    * disconnected while reconnecting: `disconnect()` cancels the pending reconnect, so no close
    * event flushes the queue. Without this race close() awaited that read forever after an outage.
+   * Not `Promise.race` with one long-lived closing promise: every race left a reaction on it that
+   * kept the race's result, so each XREAD reply stayed reachable until close (a leak that also made
+   * every reply survive scavenges into the old generation).
    */
   private untilClosed<T>(command: Promise<T>): Promise<T | typeof CLOSED> {
     command.catch(() => undefined); // a command abandoned at close may still fail later
-    return Promise.race([command, this.closing]);
+    if (this.closed) return Promise.resolve(CLOSED);
+    return new Promise((resolve, reject) => {
+      const onClose = () => resolve(CLOSED);
+      this.closeWaiters.add(onClose);
+      command.then(
+        (value) => {
+          this.closeWaiters.delete(onClose);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.closeWaiters.delete(onClose);
+          reject(error); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- passes on the command's own rejection as is
+        },
+      );
+    });
   }
 
   /** The id of the newest entry of a partition ('0-0' when empty): reading starts after it. */
@@ -482,7 +501,9 @@ export class RedisFrameBus extends FrameBus {
 
   async close(): Promise<void> {
     this.running = false;
-    this.signalClosing();
+    this.closed = true;
+    for (const onClose of this.closeWaiters) onClose();
+    this.closeWaiters.clear();
     this.wake?.();
     this.reader?.disconnect();
     this.control?.disconnect();

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { sql, type CompiledQuery, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { CompiledQuery, sql, type Kysely, type RawBuilder, type Selectable } from 'kysely';
+import { bigintArray, textArray } from './array-params';
 import type { Database, SqlSession } from './database';
 import type { DB, EnvelopesTable, MailboxEntriesTable, MailboxesTable } from './schema';
 import { InjectDatabase } from './tokens';
@@ -30,6 +31,8 @@ export type Tx = SqlSession;
 @Injectable()
 export class EnvelopesRepository {
   private readonly db: Kysely<DB>;
+  /** The SQL text of each named statement, compiled once (see `statement`). */
+  private readonly texts = new Map<string, string>();
 
   constructor(@InjectDatabase() private readonly database: Database) {
     this.db = database.db;
@@ -41,26 +44,36 @@ export class EnvelopesRepository {
 
   /** Lock the recipients' mailbox rows in id order (no deadlock between multi-recipient sends). */
   lockMailboxes(trx: Tx, agentIds: readonly number[]): Promise<MailboxState[]> {
-    return trx.prepared('roost_lock_mailboxes', lockMailboxesSql(agentIds).compile(this.db));
+    const sorted = [...agentIds].sort((a, b) => a - b);
+    return trx.prepared(
+      'roost_lock_mailboxes',
+      this.statement('roost_lock_mailboxes', lockMailboxesSql, [bigintArray(sorted)]),
+    );
   }
 
   /** Insert envelopes (in id order); returns the ids that were new. An existing id is skipped. */
   async insertEnvelopes(trx: Tx, rows: readonly EnvelopeRow[]): Promise<Set<string>> {
     const inserted = await trx.prepared<{ id: string }>(
       'roost_insert_envelopes',
-      insertEnvelopesSql(rows).compile(this.db),
+      this.statement('roost_insert_envelopes', insertEnvelopesSql, envelopeParams(rows)),
     );
     return new Set(inserted.map((row) => row.id));
   }
 
   async insertEntries(trx: Tx, rows: readonly EntryRow[]): Promise<void> {
     if (rows.length === 0) return;
-    await trx.prepared('roost_insert_entries', insertEntriesSql(rows).compile(this.db));
+    await trx.prepared(
+      'roost_insert_entries',
+      this.statement('roost_insert_entries', insertEntriesSql, entryParams(rows)),
+    );
   }
 
   async advanceMailboxes(trx: Tx, states: readonly MailboxState[]): Promise<void> {
     if (states.length === 0) return;
-    await trx.prepared('roost_advance_mailboxes', advanceMailboxesSql(states).compile(this.db));
+    await trx.prepared(
+      'roost_advance_mailboxes',
+      this.statement('roost_advance_mailboxes', advanceMailboxesSql, advanceParams(states)),
+    );
   }
 
   /**
@@ -74,8 +87,9 @@ export class EnvelopesRepository {
     entries: readonly EntryRow[],
     states: readonly MailboxState[],
   ): Promise<Set<string>> {
-    const query = acceptBatchSql(envelopes, entries, states);
-    const inserted = await trx.prepared<{ id: string }>('roost_accept_batch', query.compile(this.db));
+    const parameters = [...envelopeParams(envelopes), ...entryParams(entries), ...advanceParams(states)];
+    const query = this.statement('roost_accept_batch', acceptBatchSql, parameters);
+    const inserted = await trx.prepared<{ id: string }>('roost_accept_batch', query);
     return new Set(inserted.map((row) => row.id));
   }
 
@@ -90,9 +104,16 @@ export class EnvelopesRepository {
     states: readonly MailboxState[],
     expectedSeqs: readonly number[],
   ): Promise<'written' | 'stale' | 'id_taken'> {
-    const query = acceptIfCurrentSql(envelopes, entries, states, expectedSeqs);
+    const parameters = [
+      ...envelopeParams(envelopes),
+      ...entryParams(entries),
+      ...advanceParams(states, expectedSeqs),
+      states.length,
+      envelopes.length,
+    ];
+    const query = this.statement('roost_accept_if_current', acceptIfCurrentSql, parameters);
     try {
-      await this.database.prepared('roost_accept_if_current', query.compile(this.db));
+      await this.database.prepared('roost_accept_if_current', query);
       return 'written';
     } catch (error) {
       const code = (error as { code?: string }).code;
@@ -122,10 +143,50 @@ export class EnvelopesRepository {
    */
   warmStatements(): Array<{ name: string; query: CompiledQuery }> {
     return [
-      { name: 'roost_accept_if_current', query: acceptIfCurrentSql([], [], [], []).compile(this.db) },
-      { name: 'roost_lock_mailboxes', query: lockMailboxesSql([]).compile(this.db) },
-      { name: 'roost_accept_batch', query: acceptBatchSql([], [], []).compile(this.db) },
+      {
+        name: 'roost_accept_if_current',
+        query: this.statement('roost_accept_if_current', acceptIfCurrentSql, [
+          ...envelopeParams([]),
+          ...entryParams([]),
+          ...advanceParams([], []),
+          0,
+          0,
+        ]),
+      },
+      {
+        name: 'roost_lock_mailboxes',
+        query: this.statement('roost_lock_mailboxes', lockMailboxesSql, [bigintArray([])]),
+      },
+      {
+        name: 'roost_accept_batch',
+        query: this.statement('roost_accept_batch', acceptBatchSql, [
+          ...envelopeParams([]),
+          ...entryParams([]),
+          ...advanceParams([]),
+        ]),
+      },
     ];
+  }
+
+  /**
+   * A named statement with these parameters. Its SQL text is compiled once per name and reused:
+   * every row set is one array parameter, so the text never depends on the batch, and building it
+   * (a few KB of string per accept batch) was a good part of a small batch's garbage. The first
+   * compile checks that the builder takes `parameters` exactly, in order.
+   */
+  private statement(name: string, build: (p: readonly unknown[]) => RawBuilder<unknown>, parameters: unknown[]) {
+    let text = this.texts.get(name);
+    if (text === undefined) {
+      const compiled = build(parameters).compile(this.db);
+      if (
+        compiled.parameters.length !== parameters.length ||
+        compiled.parameters.some((value, i) => value !== parameters[i])
+      )
+        throw new Error(`statement ${name}: its builder does not take its parameters in order`);
+      text = compiled.sql;
+      this.texts.set(name, text);
+    }
+    return CompiledQuery.raw(text, parameters);
   }
 
   /** The stored envelope with this id, for the idempotency decision of ASMTP.md §2.6. */
@@ -138,46 +199,83 @@ export class EnvelopesRepository {
   }
 }
 
-function lockMailboxesSql(agentIds: readonly number[]): RawBuilder<MailboxState> {
-  const sorted = [...agentIds].sort((a, b) => a - b);
+function lockMailboxesSql([agentIds]: readonly unknown[]): RawBuilder<MailboxState> {
   return sql<MailboxState>`
       select agent_id, last_seq, last_created_at from mailboxes
-      where agent_id = any(${sorted}::bigint[])
+      where agent_id = any(${agentIds}::bigint[])
       order by agent_id
       for update`;
 }
 
-function acceptBatchSql(
-  envelopes: readonly EnvelopeRow[],
-  entries: readonly EntryRow[],
-  states: readonly MailboxState[],
-): RawBuilder<{ id: string }> {
+/** The parameters of `insertEnvelopesSql`: each column of the rows, in id order (a consistent lock order). */
+function envelopeParams(rows: readonly EnvelopeRow[]): unknown[] {
+  const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : 1));
+  const jsonOrNull = (value: string[] | null) => (value ? JSON.stringify(value) : null);
+  return [
+    textArray(sorted.map((r) => r.id)),
+    bigintArray(sorted.map((r) => r.sender_id)),
+    bigintArray(sorted.map((r) => r.created_at)),
+    bigintArray(sorted.map((r) => r.received_ms)),
+    textArray(sorted.map((r) => r.body)),
+    textArray(sorted.map((r) => r.header)),
+    textArray(sorted.map((r) => JSON.stringify(r.recipients))),
+    sorted.map((r) => r.self_addressed),
+    textArray(sorted.map((r) => r.search_text)),
+    textArray(sorted.map((r) => r.receipt_for)),
+    textArray(sorted.map((r) => r.receipt_status)),
+    textArray(sorted.map((r) => jsonOrNull(r.guard_override))),
+  ];
+}
+
+/** The parameters of `insertEntriesSql`. */
+function entryParams(rows: readonly EntryRow[]): unknown[] {
+  return [
+    bigintArray(rows.map((r) => r.mailbox_id)),
+    bigintArray(rows.map((r) => r.seq)),
+    textArray(rows.map((r) => r.envelope_id)),
+    bigintArray(rows.map((r) => r.created_at)),
+    textArray(rows.map((r) => r.kind)),
+  ];
+}
+
+/** The parameters of `advanceMailboxesSql`; with `expectedSeqs` (one per state), a compare-and-set. */
+function advanceParams(states: readonly MailboxState[], expectedSeqs?: readonly number[]): unknown[] {
+  return [
+    bigintArray(states.map((s) => s.agent_id)),
+    bigintArray(states.map((s) => s.last_seq)),
+    bigintArray(states.map((s) => s.last_created_at)),
+    bigintArray(expectedSeqs ?? states.map(() => null)),
+  ];
+}
+
+const ENVELOPE_PARAMS = 12;
+const ENTRY_PARAMS = 5;
+const ADVANCE_PARAMS = 4;
+
+function acceptBatchSql(p: readonly unknown[]): RawBuilder<{ id: string }> {
+  const entries = p.slice(ENVELOPE_PARAMS);
   return sql<{ id: string }>`
-      with inserted as (${insertEnvelopesSql(envelopes)}),
+      with inserted as (${insertEnvelopesSql(p)}),
       entries as (${insertEntriesSql(entries)}),
-      advanced as (${advanceMailboxesSql(states)})
+      advanced as (${advanceMailboxesSql(entries.slice(ENTRY_PARAMS))})
       select id from inserted`;
 }
 
-function acceptIfCurrentSql(
-  envelopes: readonly EnvelopeRow[],
-  entries: readonly EntryRow[],
-  states: readonly MailboxState[],
-  expectedSeqs: readonly number[],
-): RawBuilder<{ ok: boolean }> {
+function acceptIfCurrentSql(p: readonly unknown[]): RawBuilder<{ ok: boolean }> {
+  const entries = p.slice(ENVELOPE_PARAMS);
+  const advance = entries.slice(ENTRY_PARAMS);
+  const [states, envelopes] = advance.slice(ADVANCE_PARAMS);
   return sql<{ ok: boolean }>`
-      with inserted as (${insertEnvelopesSql(envelopes)}),
+      with inserted as (${insertEnvelopesSql(p)}),
       entries as (${insertEntriesSql(entries)}),
-      advanced as (${advanceMailboxesSql(states, expectedSeqs)})
+      advanced as (${advanceMailboxesSql(advance, true)})
       select roost_assert_accept(
-        (select count(*) from advanced) = ${states.length}::bigint,
-        (select count(*) from inserted) = ${envelopes.length}::bigint) as ok`;
+        (select count(*) from advanced) = ${states}::bigint,
+        (select count(*) from inserted) = ${envelopes}::bigint) as ok`;
 }
 
-/** Envelopes in id order (a consistent lock order between concurrent batches); `returning id`. */
-function insertEnvelopesSql(rows: readonly EnvelopeRow[]): RawBuilder<{ id: string }> {
-  const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : 1));
-  const jsonOrNull = (value: string[] | null) => (value ? JSON.stringify(value) : null);
+/** Envelopes (parameters from `envelopeParams`); `returning id`. */
+function insertEnvelopesSql(p: readonly unknown[]): RawBuilder<{ id: string }> {
   return sql<{ id: string }>`
     insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search,
                            receipt_for, receipt_status, guard_override)
@@ -186,12 +284,12 @@ function insertEnvelopesSql(rows: readonly EnvelopeRow[]): RawBuilder<{ id: stri
            t.self_addressed, to_tsvector('simple', t.search_text), t.receipt_for, t.receipt_status,
            case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
     from unnest(
-      ${sorted.map((r) => r.id)}::text[], ${sorted.map((r) => r.sender_id)}::bigint[],
-      ${sorted.map((r) => r.created_at)}::bigint[], ${sorted.map((r) => r.received_ms)}::bigint[],
-      ${sorted.map((r) => r.body)}::text[], ${sorted.map((r) => r.header)}::text[],
-      ${sorted.map((r) => JSON.stringify(r.recipients))}::text[], ${sorted.map((r) => r.self_addressed)}::boolean[],
-      ${sorted.map((r) => r.search_text)}::text[], ${sorted.map((r) => r.receipt_for)}::text[],
-      ${sorted.map((r) => r.receipt_status)}::text[], ${sorted.map((r) => jsonOrNull(r.guard_override))}::text[]
+      ${p[0]}::text[], ${p[1]}::bigint[],
+      ${p[2]}::bigint[], ${p[3]}::bigint[],
+      ${p[4]}::text[], ${p[5]}::text[],
+      ${p[6]}::text[], ${p[7]}::boolean[],
+      ${p[8]}::text[], ${p[9]}::text[],
+      ${p[10]}::text[], ${p[11]}::text[]
     ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text,
                            receipt_for, receipt_status, guard_override, n)
     order by t.n
@@ -199,27 +297,28 @@ function insertEnvelopesSql(rows: readonly EnvelopeRow[]): RawBuilder<{ id: stri
     returning id`;
 }
 
-function insertEntriesSql(rows: readonly EntryRow[]): RawBuilder<unknown> {
+/** Mailbox entries (parameters from `entryParams`). */
+function insertEntriesSql(p: readonly unknown[]): RawBuilder<unknown> {
   return sql`
     insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
     select * from unnest(
-      ${rows.map((r) => r.mailbox_id)}::bigint[], ${rows.map((r) => r.seq)}::bigint[],
-      ${rows.map((r) => r.envelope_id)}::text[], ${rows.map((r) => r.created_at)}::bigint[],
-      ${rows.map((r) => r.kind)}::text[]
+      ${p[0]}::bigint[], ${p[1]}::bigint[],
+      ${p[2]}::text[], ${p[3]}::bigint[],
+      ${p[4]}::text[]
     )`;
 }
 
 /**
- * Set each mailbox's state; given `expectedSeqs` (one per state), only where the mailbox still has
- * that `last_seq` (a compare-and-set). Returns the agent ids it updated.
+ * Set each mailbox's state (parameters from `advanceParams`); with `compareAndSet`, only where the
+ * mailbox still has the expected `last_seq`. Returns the agent ids it updated.
  */
-function advanceMailboxesSql(states: readonly MailboxState[], expectedSeqs?: readonly number[]): RawBuilder<unknown> {
+function advanceMailboxesSql(p: readonly unknown[], compareAndSet = false): RawBuilder<unknown> {
   return sql`
     update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
     from unnest(
-      ${states.map((s) => s.agent_id)}::bigint[], ${states.map((s) => s.last_seq)}::bigint[],
-      ${states.map((s) => s.last_created_at)}::bigint[], ${expectedSeqs ?? states.map(() => null)}::bigint[]
+      ${p[0]}::bigint[], ${p[1]}::bigint[],
+      ${p[2]}::bigint[], ${p[3]}::bigint[]
     ) as u(agent_id, last_seq, last_created_at, expected_seq)
-    where m.agent_id = u.agent_id${expectedSeqs ? sql` and m.last_seq = u.expected_seq` : sql``}
+    where m.agent_id = u.agent_id${compareAndSet ? sql` and m.last_seq = u.expected_seq` : sql``}
     returning m.agent_id`;
 }

@@ -1,4 +1,5 @@
 export * from './agents.repository';
+export * from './array-params';
 export * from './database';
 export * from './db.module';
 export * from './envelopes.repository';

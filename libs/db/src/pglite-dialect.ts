@@ -1,4 +1,5 @@
 import { parse, protocol, type PGlite, type Results } from '@electric-sql/pglite';
+import { pgliteValue } from './array-params';
 import {
   CompiledQuery,
   PostgresAdapter,
@@ -55,7 +56,8 @@ export class PGliteStatements {
 
   async query<R>(name: string, sql: string, params: readonly unknown[]): Promise<Results<R>> {
     const types = this.prepared.get(name) ?? (await this.prepare(name, sql));
-    const values = params.map((param, i) => {
+    const values = params.map((raw, i) => {
+      const param = pgliteValue(raw);
       if (param === null || param === undefined) return null;
       const serializer = this.pglite.serializers[types[i]];
       return serializer ? serializer(param) : (param as { toString(): string }).toString();
@@ -98,7 +100,7 @@ class PGliteConnection implements DatabaseConnection {
   ) {}
 
   async executeQuery<R>(compiled: CompiledQuery): Promise<QueryResult<R>> {
-    const result = await this.pglite.query<R>(compiled.sql, [...compiled.parameters]);
+    const result = await this.pglite.query<R>(compiled.sql, compiled.parameters.map(pgliteValue));
     return {
       rows: result.rows,
       ...(result.affectedRows !== undefined ? { numAffectedRows: BigInt(result.affectedRows) } : {}),

@@ -1,5 +1,7 @@
 /** The envelope model of ASMTP.md §2: shapes, recipient expansion, derived hints, key order. */
 
+import { jsonSize } from './json-size';
+
 export type PartType = 'text' | 'image' | 'file' | 'data';
 export type TypeHint = PartType | 'mixed';
 
@@ -56,7 +58,7 @@ export function typeHintOf(parts: readonly ContentPart[]): TypeHint {
 
 /** Approximate tokens of the parts as posted: ceil(UTF-16 length of their JSON / 4). */
 export function sizeHintOf(parts: readonly ContentPart[]): number {
-  return Math.ceil(JSON.stringify(parts).length / 4);
+  return Math.ceil(jsonSize(parts, 'chars') / 4);
 }
 
 /** Build the stored body in the reference key order; absent optionals are omitted. */

@@ -2,6 +2,7 @@ export * from './agents';
 export * from './close-codes';
 export * from './cursors';
 export * from './envelope';
+export * from './json-size';
 export * from './errors';
 export * from './files';
 export * from './handles';

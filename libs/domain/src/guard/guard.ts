@@ -1,3 +1,4 @@
+import { jsonSize } from '../json-size';
 import { CREDENTIAL_REQUEST_ANCHORS, CREDENTIAL_REQUEST_DETAILS, detectCredentialRequest } from './credential-request';
 import { DESTRUCTIVE_ANCHORS, DESTRUCTIVE_DETAILS, detectDestructive } from './destructive';
 import { detectProduction, PRODUCTION_ANCHORS, PRODUCTION_DETAILS } from './production';
@@ -142,8 +143,7 @@ function flatten(value: unknown, key: string, depth: number, lines: string[], bu
 
 const utf8Bytes = (value: unknown): number => {
   try {
-    const json = JSON.stringify(value);
-    return json === undefined ? 0 : Buffer.byteLength(json, 'utf8');
+    return jsonSize(value, 'bytes');
   } catch {
     return 0; // not JSON (a cycle, a BigInt): cannot have come from a request body
   }
