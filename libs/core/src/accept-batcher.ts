@@ -6,6 +6,7 @@ import { badRequest, isUnavailable, notFound, unavailable } from '#domain';
 import {
   allocateEntries,
   expectedSeqs,
+  lookedUpStates,
   mailboxesOf,
   planBatch,
   stampBatch,
@@ -176,7 +177,7 @@ export class AcceptBatcher {
     const mailboxIds = mailboxesOf(jobs);
     const plain = jobs.every((job) => job.fileIds.length === 0);
     try {
-      const known = plain ? this.cache.statesOf(mailboxIds) : undefined;
+      const known = plain ? this.cache.statesOf(mailboxIds, lookedUpStates(jobs)) : undefined;
       if (known) {
         const plan = planBatch(jobs, known, this.now());
         let written: CompareAndSetResult;

@@ -154,6 +154,8 @@ export class AcceptService {
         agentId: agent.id,
         handle: agent.handle,
         kind: to.has(agent.handle) ? 'to' : 'cc',
+        lastSeq: agent.last_seq ?? undefined,
+        lastCreatedAt: agent.last_created_at ?? undefined,
       })),
       stored,
       body: JSON.stringify(stored),
@@ -185,7 +187,11 @@ export class AcceptService {
    * Every recipient must exist, admit the sender under the symmetric allowlist and not block it;
    * any failure refuses the whole send with the same 404, before the duplicate-id check (§2.5).
    */
-  private async admittedRecipients(sender: Agent, handles: string[], prefetched?: Recipients): Promise<Agent[]> {
+  private async admittedRecipients(
+    sender: Agent,
+    handles: string[],
+    prefetched?: Recipients,
+  ): Promise<Array<Agent & { last_seq?: number | null; last_created_at?: number | null }>> {
     const found: Recipients = new Map();
     const missing: string[] = [];
     for (const handle of handles) {
@@ -196,10 +202,12 @@ export class AcceptService {
     }
     for (const recipient of await this.agents.findRecipients(missing, sender.handle))
       found.set(recipient.handle, recipient);
-    const recipients: Agent[] = [];
+    const recipients: Array<Agent & { last_seq?: number | null; last_created_at?: number | null }> = [];
     for (const handle of handles) {
       if (handle === sender.handle) {
-        recipients.push(sender);
+        // The sender's own row from its lookup, when named, carries its mailbox state; else unknown.
+        const self = prefetched?.get(handle);
+        recipients.push(self?.id === sender.id ? self : sender);
         continue;
       }
       const recipient = found.get(handle);

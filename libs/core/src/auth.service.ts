@@ -6,8 +6,15 @@ import { Metrics } from '#metrics';
 import { Coalescer } from './coalescer';
 import { UnknownTokens } from './unknown-tokens';
 
-/** Recipient agents by handle, each with whether it blocked the sender. */
-export type Recipients = Map<string, Agent & { blocks_sender: boolean }>;
+/**
+ * Recipient agents by handle, each with whether it blocked the sender and, when loaded with the
+ * sender, its mailbox state as that lookup read it (the lock-free accept path's hint). The sender's
+ * own handle, when named, maps to its own row: never a policy input, only its mailbox state.
+ */
+export type Recipients = Map<
+  string,
+  Agent & { blocks_sender: boolean; last_seq?: number | null; last_created_at?: number | null }
+>;
 
 /** Who holds an admin token: the operator (everything) or one organization (`@<org>.*` only). */
 export type AdminScope = { kind: 'operator' } | { kind: 'org'; org: string };
@@ -106,7 +113,7 @@ export class AuthService {
     return { agent: sender, recipients };
   }
 
-  /** One query for a batch of lookups; each gets its sender and the recipients it named (itself excluded). */
+  /** One query for a batch of lookups; each gets its sender and the recipients it named (itself included when named). */
   private async lookUp(keys: SenderLookup[]): Promise<SenderFound[]> {
     const { senders, recipients } = await this.agents.findSendersAndRecipients(
       [...new Set(keys.map((key) => key.tokenHash))],
@@ -118,7 +125,7 @@ export class AuthService {
       if (sender === undefined) return { sender, recipients: named };
       for (const handle of handles) {
         const found = recipients.get(handle);
-        if (found === undefined || found.id === sender.id) continue;
+        if (found === undefined) continue;
         const { blocked_senders, ...agent } = found;
         named.set(handle, { ...agent, blocks_sender: blocked_senders.includes(sender.handle) });
       }

@@ -37,6 +37,15 @@ export type AgentPatch = Partial<
   >
 >;
 
+/** A recipient's mailbox state as a lookup read it, both null when it has no mailbox row. */
+export interface NullableMailboxState {
+  last_seq: number | null;
+  last_created_at: number | null;
+}
+
+/** What `findSendersAndRecipients` adds to a recipient agent. */
+export type RecipientExtras = { blocked_senders: string[] } & NullableMailboxState;
+
 export type BlockRow = Omit<Selectable<BlocksTable>, 'agent_id'>;
 
 /**
@@ -58,21 +67,22 @@ export class AgentsRepository {
   /**
    * The hot path of every authenticated request, for many requests in one round trip: the agents
    * holding `tokenHashes` (keyed by hash) and the agents named `handles` (keyed by handle), each
-   * recipient with the handles among those senders that it blocked.
+   * recipient with the handles among those senders that it blocked and its mailbox's state as this
+   * statement read it (`last_seq` with the `last_created_at` it was written with; null without a
+   * mailbox row), for the lock-free accept path.
    */
   async findSendersAndRecipients(
     tokenHashes: readonly string[],
     handles: readonly string[],
-  ): Promise<{ senders: Map<string, Agent>; recipients: Map<string, Agent & { blocked_senders: string[] }> }> {
-    const rows = await this.database.prepared<Agent & { token_hash: string | null; blocked_senders: string[] | null }>(
-      'roost_senders_and_recipients',
-      this.sendersAndRecipientsQuery(tokenHashes, handles),
-    );
+  ): Promise<{ senders: Map<string, Agent>; recipients: Map<string, Agent & RecipientExtras> }> {
+    const rows = await this.database.prepared<
+      Agent & { token_hash: string | null; blocked_senders: string[] | null } & NullableMailboxState
+    >('roost_senders_and_recipients', this.sendersAndRecipientsQuery(tokenHashes, handles));
     const senders = new Map<string, Agent>();
-    const recipients = new Map<string, Agent & { blocked_senders: string[] }>();
-    for (const { token_hash, blocked_senders, ...agent } of rows) {
+    const recipients = new Map<string, Agent & RecipientExtras>();
+    for (const { token_hash, blocked_senders, last_seq, last_created_at, ...agent } of rows) {
       if (token_hash !== null) senders.set(token_hash, agent);
-      else recipients.set(agent.handle, { ...agent, blocked_senders: blocked_senders ?? [] });
+      else recipients.set(agent.handle, { ...agent, blocked_senders: blocked_senders ?? [], last_seq, last_created_at });
     }
     return { senders, recipients };
   }
@@ -93,12 +103,14 @@ export class AgentsRepository {
     const columns = AGENT_COLUMNS.map((column) => `"${column}"`).join(', ');
     this.sendersAndRecipientsSql ??= `
       with senders as (select token_hash, ${columns} from agents where token_hash = any($1::text[]))
-      select token_hash, ${columns}, null::text[] as blocked_senders from senders
+      select token_hash, ${columns}, null::text[] as blocked_senders,
+             null::bigint as last_seq, null::bigint as last_created_at from senders
       union all
       select null, ${AGENT_COLUMNS.map((column) => `a."${column}"`).join(', ')},
              array(select b.blocked_handle from blocks b
-                   where b.agent_id = a.id and b.blocked_handle in (select handle from senders))
-      from agents a
+                   where b.agent_id = a.id and b.blocked_handle in (select handle from senders)),
+             m.last_seq, m.last_created_at
+      from agents a left join mailboxes m on m.agent_id = a.id
       where a.handle = any($2::text[]) and a.deleted_at is null`;
     return CompiledQuery.raw(this.sendersAndRecipientsSql, [[...tokenHashes], [...handles]]);
   }
