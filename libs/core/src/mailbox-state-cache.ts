@@ -7,26 +7,21 @@ export type CompareAndSetResult = 'written' | 'stale' | 'id_taken';
 export const REMEMBERED_MAX = 100_000;
 /** A mailbox another writer moved on is written under the lock for this long before trying again. */
 export const CONTENDED_MS = 5_000;
-/** Lock-free writes to a mailbox found stale in a row (no lock-free success between) that make it contended. */
-export const STALE_STRIKES = Number(process.env.ROOST_SEED_STRIKES ?? 1);
 
 /**
  * Each mailbox's state as this node's last commit to it left it, for the lock-free accept path,
- * and the mailboxes other writers contend, which take the locking path for a while. All maps are
- * bounded; insertion order is age.
+ * and the mailboxes another writer moved on recently, which take the locking path for a while.
+ * Both maps are bounded; insertion order is age.
  */
 export class MailboxStateCache {
   private readonly remembered = new Map<number, MailboxState>();
   /** Mailbox → when to try the lock-free path again. */
   private readonly contended = new Map<number, number>();
-  /** Mailbox → lock-free writes found stale since its last lock-free success. */
-  private readonly strikes = new Map<number, number>();
 
   constructor(
     private readonly now: () => number,
     private readonly max = REMEMBERED_MAX,
     private readonly contendedMs = CONTENDED_MS,
-    private readonly staleStrikes = STALE_STRIKES,
   ) {}
 
   /**
@@ -45,7 +40,8 @@ export class MailboxStateCache {
       }
       const remembered = this.remembered.get(id);
       const seen = lookedUp?.get(id);
-      const state = seen === undefined || (remembered !== undefined && remembered.last_seq >= seen.last_seq) ? remembered : seen;
+      const state =
+        seen === undefined || (remembered !== undefined && remembered.last_seq >= seen.last_seq) ? remembered : seen;
       if (state === undefined) return undefined;
       states.push(state);
     }
@@ -68,32 +64,24 @@ export class MailboxStateCache {
 
   /**
    * Take in a lock-free write's result; true when the batch is committed. `written` remembers the
-   * new states and clears the mailboxes' strikes; `stale` (another writer moved a mailbox on, or it
-   * is gone) forgets them and counts a strike against each, and a mailbox at `staleStrikes` in a
-   * row takes the locking path for `contendedMs` (then one lock-free try, which a strike more sends
-   * back); `id_taken` leaves the states current.
+   * new states; `stale` (another writer moved a mailbox on, or it is gone) forgets them and keeps
+   * the mailboxes on the locking path for `contendedMs`, looked-up states or not: a state read by a
+   * lookup that another writer beat to the mailbox means two writers at once, where every further
+   * try would likely be a statement wasted; `id_taken` leaves the states current.
    */
   settle(mailboxIds: readonly number[], result: CompareAndSetResult, states: readonly MailboxState[]): boolean {
-    if (result === 'written') {
-      this.remember(states);
-      if (this.strikes.size > 0) for (const id of mailboxIds) this.strikes.delete(id);
-    }
-    if (result === 'stale') this.strike(mailboxIds);
+    if (result === 'written') this.remember(states);
+    if (result === 'stale') this.markContended(mailboxIds);
     return result === 'written';
   }
 
-  private strike(mailboxIds: readonly number[]): void {
+  private markContended(mailboxIds: readonly number[]): void {
     const until = this.now() + this.contendedMs;
     for (const id of mailboxIds) {
       this.remembered.delete(id);
-      const strikes = (this.strikes.get(id) ?? 0) + 1;
-      this.strikes.delete(id);
-      this.strikes.set(id, strikes);
-      if (strikes < this.staleStrikes) continue;
       this.contended.delete(id);
       this.contended.set(id, until);
     }
-    trimOldest(this.strikes, this.max);
     trimOldest(this.contended, this.max);
   }
 }

@@ -82,7 +82,8 @@ export class AgentsRepository {
     const recipients = new Map<string, Agent & RecipientExtras>();
     for (const { token_hash, blocked_senders, last_seq, last_created_at, ...agent } of rows) {
       if (token_hash !== null) senders.set(token_hash, agent);
-      else recipients.set(agent.handle, { ...agent, blocked_senders: blocked_senders ?? [], last_seq, last_created_at });
+      else
+        recipients.set(agent.handle, { ...agent, blocked_senders: blocked_senders ?? [], last_seq, last_created_at });
     }
     return { senders, recipients };
   }
