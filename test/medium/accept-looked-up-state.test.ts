@@ -84,7 +84,13 @@ describe.each(['postgres', 'pglite'] as const)('accept with looked-up mailbox st
           lastCreatedAt: r.last_created_at ?? undefined,
         };
       }),
-      stored: { id, to: handles, date_ms: T, content_parts: [{ type: 'text', text: 'x' }] } as AcceptJob['stored'],
+      stored: {
+        id,
+        from: '@s.alice',
+        to: handles,
+        date_ms: T,
+        content_parts: [{ type: 'text', text: 'x' }],
+      },
       body: JSON.stringify({ id }),
       derived: { type_hint: 'text', size_hint: 1 },
       extensions: {},
@@ -102,7 +108,8 @@ describe.each(['postgres', 'pglite'] as const)('accept with looked-up mailbox st
         where a.handle = ${handle} order by e.seq`.execute(database.db)
     ).rows;
     rows.forEach((row, i) => expect(Number(row.seq)).toBe(i + 1));
-    for (let i = 1; i < rows.length; i++) expect(Number(rows[i].created_at)).toBeGreaterThan(Number(rows[i - 1].created_at));
+    for (let i = 1; i < rows.length; i++)
+      expect(Number(rows[i].created_at)).toBeGreaterThan(Number(rows[i - 1].created_at));
     const state = (
       await sql<{ last_seq: number; last_created_at: number }>`
         select m.last_seq, m.last_created_at from mailboxes m join agents a on a.id = m.agent_id
