@@ -69,7 +69,9 @@ export class AgentsRepository {
    * holding `tokenHashes` (keyed by hash) and the agents named `handles` (keyed by handle), each
    * recipient with the handles among those senders that it blocked and its mailbox's state as this
    * statement read it (`last_seq` with the `last_created_at` it was written with; null without a
-   * mailbox row), for the lock-free accept path.
+   * mailbox row), for the lock-free accept path. The mailbox is read by one index probe per
+   * recipient (`offset 0` keeps the subquery a probe: as a plain join, the generic plan of a small
+   * database hashed the whole mailboxes table; docs/benchmarks.md has both costs).
    */
   async findSendersAndRecipients(
     tokenHashes: readonly string[],
@@ -111,7 +113,8 @@ export class AgentsRepository {
              array(select b.blocked_handle from blocks b
                    where b.agent_id = a.id and b.blocked_handle in (select handle from senders)),
              m.last_seq, m.last_created_at
-      from agents a left join mailboxes m on m.agent_id = a.id
+      from agents a
+      left join lateral (select last_seq, last_created_at from mailboxes where agent_id = a.id offset 0) m on true
       where a.handle = any($2::text[]) and a.deleted_at is null`;
     return CompiledQuery.raw(this.sendersAndRecipientsSql, [[...tokenHashes], [...handles]]);
   }
