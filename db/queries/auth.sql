@@ -2,12 +2,15 @@
 
 -- AgentsRepository.findSendersAndRecipients (agent tokens, with recipients) (prepared roost_senders_and_recipients)
 with senders as (select token_hash, "id", "handle", "policy", "allowlist", "display_name", "description", "card_body", "visibility", "content_guard", "retention_days", "created_at", "updated_at" from agents where token_hash = any($1::text[]))
-select token_hash, "id", "handle", "policy", "allowlist", "display_name", "description", "card_body", "visibility", "content_guard", "retention_days", "created_at", "updated_at", null::text[] as blocked_senders from senders
+select token_hash, "id", "handle", "policy", "allowlist", "display_name", "description", "card_body", "visibility", "content_guard", "retention_days", "created_at", "updated_at", null::text[] as blocked_senders,
+       null::bigint as last_seq, null::bigint as last_created_at from senders
 union all
 select null, a."id", a."handle", a."policy", a."allowlist", a."display_name", a."description", a."card_body", a."visibility", a."content_guard", a."retention_days", a."created_at", a."updated_at",
        array(select b.blocked_handle from blocks b
-             where b.agent_id = a.id and b.blocked_handle in (select handle from senders))
+             where b.agent_id = a.id and b.blocked_handle in (select handle from senders)),
+       m.last_seq, m.last_created_at
 from agents a
+left join lateral (select last_seq, last_created_at from mailboxes where agent_id = a.id offset 0) m on true
 where a.handle = any($2::text[]) and a.deleted_at is null;
 
 -- OrgsRepository.findByTokenHash (organization admin token)
