@@ -80,6 +80,21 @@ describe('accept path with two api nodes writing to one mailbox', () => {
     ).toBe(true);
   });
 
+  it("taking turns with the sender's own copy: its mailbox state comes with its lookup, so no fallback either", async () => {
+    const alice = await a.agent('@n5.alice');
+    await a.agent('@n5.bob');
+    const before = (await fallbacks(a)) + (await fallbacks(b));
+    const sent: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const body = envelope(['@n5.bob', '@n5.alice']);
+      expect((await (i % 2 === 0 ? a : b).client.post('/messages', body, alice)).status).toBe(202);
+      sent.push(body.id as string);
+    }
+    expect((await fallbacks(a)) + (await fallbacks(b))).toBe(before);
+    expect(await mailboxOf('@n5.alice')).toEqual(sent);
+    expect(await mailboxOf('@n5.bob')).toEqual(sent);
+  });
+
   it('a node whose remembered state went stale still answers retries and collisions exactly', async () => {
     const alice = await a.agent('@n3.alice');
     const mallory = await a.agent('@n3.mallory');
