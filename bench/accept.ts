@@ -105,7 +105,7 @@ export async function pgliteCeiling(durationMs: number, perTransaction: readonly
 }
 
 /** A counter's value (a labelled series named with its labels) in a Prometheus text exposition; 0 when absent. */
-function counter(text: string, name: string): number {
+export function counter(text: string, name: string): number {
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line === undefined ? 0 : Number(line.slice(name.length + 1));
 }
@@ -233,6 +233,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       first_seconds: firstSeconds(samples, FIRST_SECONDS),
       statements_per_envelope: perEnvelope('roost_db_query_duration_seconds_count'),
       batches_per_envelope: perEnvelope('roost_accept_batch_envelopes_count'),
+      lock_fallbacks_per_envelope: perEnvelope('roost_accept_lock_fallbacks_total'),
       ...(mode === 'embedded' ? { wal_syncs_per_envelope: perEnvelope('roost_db_syncs_total{kind="wal"}') } : {}),
       operator_cpu_s: round(cpuMs.reduce((a, b) => a + b, 0) / 1000, 1),
       bench_cpu_s: round(process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, 1),

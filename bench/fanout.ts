@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { RedisFrameBus, type HeaderFrame } from '#bus';
 import { ulid } from '#domain';
+import { counter } from './accept';
 import { BenchCluster, connectUrl, cpuWindow, notifyId, openSocket, openSockets } from './cluster';
 import { stats } from './push';
 import { request, round } from './support';
@@ -267,6 +268,9 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
       cluster.apis.forEach((node, i) => (pids[`api${i}`] = node.pid));
       cluster.gateways.forEach((node, i) => (pids[`gateway${i}`] = node.pid));
     }
+    const apiMetrics = () =>
+      Promise.all(cluster.apis.map((api) => request(api.url, 'GET', '/metrics', undefined).then((r) => r.text)));
+    const metricsBefore = await apiMetrics();
     const benchCpuBefore = process.cpuUsage();
     const cpu = cpuWindow(pids);
 
@@ -278,6 +282,17 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     measuring = false;
     const cpuPct = cpu.end();
     const benchCpu = process.cpuUsage(benchCpuBefore);
+    // The window's accept path on every api: database statements and lock fallbacks per envelope.
+    const metricsAfter = await apiMetrics();
+    const delta = (name: string) =>
+      metricsAfter.reduce((sum, text, i) => sum + counter(text, name) - counter(metricsBefore[i], name), 0);
+    const batched = delta('roost_accept_batch_envelopes_sum');
+    const perEnvelope = (name: string) => (batched > 0 ? round(delta(name) / batched, 3) : null);
+    const acceptPath = {
+      api_statements_per_envelope: perEnvelope('roost_db_query_duration_seconds_count'),
+      api_batches_per_envelope: perEnvelope('roost_accept_batch_envelopes_count'),
+      lock_fallbacks_per_envelope: perEnvelope('roost_accept_lock_fallbacks_total'),
+    };
 
     // Everything sent must arrive (and nothing twice).
     const expected = () => {
@@ -340,6 +355,7 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
       socket_setup_s: round(socketSetupS, 1),
       envelopes_per_s: round(envelopes / windowS, 1),
       failed,
+      ...acceptPath,
       frames_per_s: framesPerS,
       frame_p50_ms: frames.p50_ms,
       frame_p99_ms: frames.p99_ms,

@@ -2,16 +2,19 @@
 
 -- AgentsRepository.findSendersAndRecipients (agent tokens, with recipients) (prepared roost_senders_and_recipients)
 with senders as (select token_hash, "id", "handle", "policy", "allowlist", "display_name", "description", "card_body", "visibility", "content_guard", "retention_days", "created_at", "updated_at" from agents where token_hash = any($1::text[])),
-recipients as (select "id", "handle", "policy", "allowlist" from agents where handle = any($2::text[]) and deleted_at is null),
+recipients as (
+  select a."id", a."handle", a."policy", a."allowlist", m.last_seq, m.last_created_at from agents a
+  left join lateral (select last_seq, last_created_at from mailboxes where agent_id = a.id offset 0) m on true
+  where a.handle = any($2::text[]) and a.deleted_at is null),
 blocks_of_senders as materialized (
   select r.handle as blocker, b.blocked_handle from recipients r join blocks b on b.agent_id = r.id
   where b.blocked_handle in (select handle from senders))
-select token_hash, "id", "handle", "policy", "allowlist",
+select token_hash, "id", "handle", "policy", "allowlist", null::bigint as last_seq, null::bigint as last_created_at,
        json_build_object('display_name', "display_name", 'description', "description", 'card_body', "card_body", 'visibility', "visibility", 'content_guard', "content_guard", 'retention_days', "retention_days", 'created_at', "created_at", 'updated_at', "updated_at",
          'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender
 from senders s
 union all
-select null, "id", "handle", "policy", "allowlist", null from recipients;
+select null, "id", "handle", "policy", "allowlist", last_seq, last_created_at, null from recipients;
 
 -- OrgsRepository.findByTokenHash (organization admin token)
 select "name", "retention_days", "content_guard", "max_agents", "created_at", "updated_at" from "orgs" where "admin_token_hash" = $1;

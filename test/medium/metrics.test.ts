@@ -676,7 +676,10 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
       const before = await scrape();
       expect((await post(alice.token, envelope(bob.handle))).status).toBe(202); // this node's state is current
       expect((await other.client.post('/messages', envelope(bob.handle), alice.token)).status).toBe(202);
-      expect((await post(alice.token, envelope(bob.handle))).status).toBe(202); // stale: moved on by the other
+      // Stale: moved on by the other. A body above the guard's 64 KB peek is looked up without the
+      // sender, so without a mailbox state: only this node's memory, which the other node outdated.
+      const unpeeked = envelope(bob.handle, { content_parts: [{ type: 'text', text: 'x'.repeat(70_000) }] });
+      expect((await post(alice.token, unpeeked)).status).toBe(202);
       const after = await scrape();
       expect(
         valueOf(after, 'roost_accept_lock_fallbacks_total') - valueOf(before, 'roost_accept_lock_fallbacks_total'),

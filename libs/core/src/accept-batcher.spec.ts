@@ -45,6 +45,19 @@ function job(id: string, mailbox: number): AcceptJob {
   };
 }
 
+/** `job` to several mailboxes, each with the state its lookup read (`[mailbox, last_seq, last_created_at]`, or a bare id: none). */
+function lookedUpJob(id: string, recipients: ReadonlyArray<number | [number, number, number]>): AcceptJob {
+  const base = job(id, 0);
+  return {
+    ...base,
+    recipients: recipients.map((r) =>
+      typeof r === 'number'
+        ? { agentId: r, handle: `@m${r}`, kind: 'to' as const }
+        : { agentId: r[0], handle: `@m${r[0]}`, kind: 'to' as const, lastSeq: r[1], lastCreatedAt: r[2] },
+    ),
+  };
+}
+
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('AcceptBatcher queue deadline', () => {
@@ -162,6 +175,85 @@ describe('AcceptBatcher lock-free path', () => {
     clock += 1;
     await expect(batcher.submit(job('E', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 8 }] });
     expect(calls).toEqual({ transactions: 3, lockFree: 3 });
+  });
+});
+
+describe('AcceptBatcher lock-free path with looked-up mailbox states', () => {
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
+    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+  });
+  const fallbacks = async (metrics: Metrics) => (await metrics.acceptLockFallbacks.get()).values[0]?.value ?? 0;
+
+  it("writes a mailbox's first envelope lock-free against the looked-up state, then the newer of lookup and memory", async () => {
+    const { seqs, calls, repository } = memoryRepository();
+    const metrics = new Metrics();
+    const batcher = new AcceptBatcher(repository, metrics, config);
+    batcher.now = () => 50_000;
+    seqs.set(1, 3);
+
+    // created_at is stamped above the looked-up last_created_at (here ahead of the clock).
+    const first = await batcher.submit(lookedUpJob('A', [[1, 3, 60_000]]));
+    expect(first).toMatchObject({ kind: 'stored', entries: [{ mailboxId: 1, seq: 4 }] });
+    expect(first.kind === 'stored' && first.createdAt).toBeGreaterThan(60_000);
+    expect(calls).toEqual({ transactions: 0, lockFree: 1 });
+
+    // A lookup older than this node's commit loses to the remembered state.
+    await expect(batcher.submit(lookedUpJob('B', [[1, 3, 60_000]]))).resolves.toMatchObject({
+      entries: [{ mailboxId: 1, seq: 5 }],
+    });
+    // Another writer moved the mailbox on; a lookup that read it since wins over the memory.
+    seqs.set(1, 9);
+    await expect(batcher.submit(lookedUpJob('C', [[1, 9, 70_000]]))).resolves.toMatchObject({
+      entries: [{ mailboxId: 1, seq: 10 }],
+    });
+    expect(calls).toEqual({ transactions: 0, lockFree: 3 });
+    expect(await fallbacks(metrics)).toBe(0);
+  });
+
+  it('a batch of remembered and looked-up mailboxes is lock-free; one mailbox neither takes the lock', async () => {
+    const { seqs, calls, repository } = memoryRepository();
+    const batcher = new AcceptBatcher(repository, new Metrics(), config);
+    seqs.set(2, 7);
+    await batcher.submit(job('A', 1)); // under the lock: now remembered
+    expect(calls).toEqual({ transactions: 1, lockFree: 0 });
+    await expect(batcher.submit(lookedUpJob('B', [1, [2, 7, 0]]))).resolves.toMatchObject({
+      entries: [
+        { mailboxId: 1, seq: 2 },
+        { mailboxId: 2, seq: 8 },
+      ],
+    });
+    expect(calls).toEqual({ transactions: 1, lockFree: 1 });
+    await expect(batcher.submit(lookedUpJob('C', [1, 2, 3]))).resolves.toMatchObject({
+      entries: [
+        { mailboxId: 1, seq: 3 },
+        { mailboxId: 2, seq: 9 },
+        { mailboxId: 3, seq: 1 },
+      ],
+    });
+    expect(calls).toEqual({ transactions: 2, lockFree: 1 });
+  });
+
+  it('a looked-up state another writer beat fails whole: the lock writes gapless, and the mailbox is contended', async () => {
+    const { seqs, calls, repository } = memoryRepository();
+    const metrics = new Metrics();
+    const batcher = new AcceptBatcher(repository, metrics, config);
+    let clock = 50_000;
+    batcher.now = () => clock;
+    seqs.set(1, 5); // moved on after the lookup read 4
+    await expect(batcher.submit(lookedUpJob('A', [[1, 4, 0]]))).resolves.toMatchObject({
+      entries: [{ mailboxId: 1, seq: 6 }],
+    });
+    expect(calls).toEqual({ transactions: 1, lockFree: 1 });
+    expect(await fallbacks(metrics)).toBe(1);
+    // Two writers at once: a fresh lookup does not bring the mailbox back before CONTENDED_MS.
+    await batcher.submit(lookedUpJob('B', [[1, 6, 0]]));
+    expect(calls).toEqual({ transactions: 2, lockFree: 1 });
+    clock += 5_000;
+    await expect(batcher.submit(lookedUpJob('C', [[1, 7, 0]]))).resolves.toMatchObject({
+      entries: [{ mailboxId: 1, seq: 8 }],
+    });
+    expect(calls).toEqual({ transactions: 2, lockFree: 2 });
   });
 });
 

@@ -6,6 +6,7 @@ import { badRequest, isUnavailable, notFound, unavailable } from '#domain';
 import {
   allocateEntries,
   expectedSeqs,
+  lookedUpStates,
   mailboxesOf,
   planBatch,
   stampBatch,
@@ -45,10 +46,11 @@ const RETRYABLE_SQLSTATE = new Set(['40P01', '40001']);
  * commits; only then does each caller get its outcome, so `202` still means durable. A batch
  * that fails because of one envelope is re-run one envelope per transaction.
  *
- * The common case skips the explicit transaction and the lock: a node remembers the state its own
- * commits left each mailbox in and writes against it in one statement, which fails whole when
- * another writer (another api node, a worker) moved the mailbox on since; the batch then takes
- * the locking path, and that mailbox stays on it for a while.
+ * The common case skips the explicit transaction and the lock: a node writes in one statement
+ * against each mailbox's newer known state, the one its own last commit left or the one the
+ * sender's lookup read (so a fresh node, or one whose peer wrote the mailbox since, needs no lock),
+ * and that statement fails whole when another writer (another api node, a worker) moved the
+ * mailbox on since; the batch then takes the locking path, and that mailbox stays on it for a while.
  */
 @Injectable()
 export class AcceptBatcher {
@@ -176,7 +178,7 @@ export class AcceptBatcher {
     const mailboxIds = mailboxesOf(jobs);
     const plain = jobs.every((job) => job.fileIds.length === 0);
     try {
-      const known = plain ? this.cache.statesOf(mailboxIds) : undefined;
+      const known = plain ? this.cache.statesOf(mailboxIds, lookedUpStates(jobs)) : undefined;
       if (known) {
         const plan = planBatch(jobs, known, this.now());
         let written: CompareAndSetResult;

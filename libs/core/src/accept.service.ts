@@ -21,7 +21,7 @@ import {
   type RecipientAgent,
 } from '#domain';
 import { AcceptBatcher, type AcceptJob } from './accept-batcher';
-import { NO_RECIPIENTS, type Recipients } from './auth.service';
+import { NO_RECIPIENTS, type Recipients, type RecipientWithState } from './auth.service';
 import { ContentGuard } from './content-guard';
 import { parsePostedEnvelope, resolveFileParts, searchTextOf } from './envelope-input';
 
@@ -155,6 +155,8 @@ export class AcceptService {
         agentId: agent.id,
         handle: agent.handle,
         kind: to.has(agent.handle) ? 'to' : 'cc',
+        lastSeq: agent.last_seq ?? undefined,
+        lastCreatedAt: agent.last_created_at ?? undefined,
       })),
       stored,
       body: JSON.stringify(stored),
@@ -190,13 +192,15 @@ export class AcceptService {
     sender: Agent,
     handles: string[],
     prefetched: Recipients = NO_RECIPIENTS,
-  ): Promise<RecipientAgent[]> {
+  ): Promise<RecipientWithState[]> {
     const missing = handles.filter((handle) => handle !== sender.handle && !prefetched.agents.has(handle));
     const loaded = missing.length === 0 ? NO_RECIPIENTS : await this.loadRecipients(sender, missing);
-    const recipients: RecipientAgent[] = [];
+    const recipients: RecipientWithState[] = [];
     for (const handle of handles) {
       if (handle === sender.handle) {
-        recipients.push(sender);
+        // The sender's own row from its lookup, when named, carries its mailbox state; else unknown.
+        const self = prefetched.agents.get(handle);
+        recipients.push(self?.id === sender.id ? self : sender);
         continue;
       }
       const from = prefetched.agents.has(handle) ? prefetched : loaded;

@@ -1,17 +1,24 @@
 import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
-import { AgentsRepository, OrgsRepository } from '#db';
+import { AgentsRepository, OrgsRepository, type NullableMailboxState } from '#db';
 import { bearerFrom, hashesEqual, hashToken, unauthorized, type Agent, type RecipientAgent } from '#domain';
 import { Metrics } from '#metrics';
 import { Coalescer } from './coalescer';
 import { UnknownTokens } from './unknown-tokens';
 
 /**
+ * A recipient and, when the senders' lookup loaded it, its mailbox state as that lookup read it
+ * (the lock-free accept path's hint; the compare-and-set refuses it if another writer moved on).
+ */
+export type RecipientWithState = RecipientAgent & Partial<NullableMailboxState>;
+
+/**
  * Recipients loaded with a sender: agents by handle (those its request named, and the others named
- * in the same lookup), and the handles among them that blocked the sender.
+ * in the same lookup; the sender's own row too when named, never a policy input, only its mailbox
+ * state), and the handles among them that blocked the sender.
  */
 export interface Recipients {
-  agents: ReadonlyMap<string, RecipientAgent>;
+  agents: ReadonlyMap<string, RecipientWithState>;
   blockedBy: readonly string[];
 }
 

@@ -1,12 +1,26 @@
 import type { EntryRow, EnvelopeRow, MailboxState } from '#db';
 import { headerJsonOf, nextCreatedAt, type HeaderExtensions, type StoredEnvelope, type TypeHint } from '#domain';
 
+/** One recipient of an accept job. */
+export interface AcceptRecipient {
+  agentId: number;
+  handle: string;
+  kind: 'to' | 'cc';
+  /**
+   * The mailbox's `last_seq` and the `last_created_at` written with it, as the sender's lookup read
+   * them (undefined when not looked up): a hint for the lock-free path, whose compare-and-set
+   * refuses it whole if another writer moved the mailbox on since.
+   */
+  lastSeq?: number;
+  lastCreatedAt?: number;
+}
+
 /** One envelope ready to commit: everything but `created_at`, `seq` and the header that holds them. */
 export interface AcceptJob {
   envelopeId: string;
   senderId: number;
   /** Expanded recipients in order (ASMTP.md §2.5 step 3). */
-  recipients: ReadonlyArray<{ agentId: number; handle: string; kind: 'to' | 'cc' }>;
+  recipients: ReadonlyArray<AcceptRecipient>;
   stored: StoredEnvelope;
   /** `stored` serialised once: the byte-exact body GET returns and retries compare against. */
   body: string;
@@ -136,6 +150,23 @@ function envelopeRow(job: AcceptJob, createdAt: number, now: number, header: str
 export function expectedSeqs(plan: Committed, known: readonly MailboxState[]): number[] {
   const before = new Map(known.map((state) => [state.agent_id, state.last_seq]));
   return plan.states.map((state) => before.get(state.agent_id)!);
+}
+
+/**
+ * The newest mailbox state the jobs' lookups read, per mailbox (`last_seq` only grows, and the
+ * `last_created_at` read with it is the one written with it).
+ */
+export function lookedUpStates(jobs: readonly AcceptJob[]): Map<number, MailboxState> {
+  const seen = new Map<number, MailboxState>();
+  for (const job of jobs) {
+    for (const r of job.recipients) {
+      if (r.lastSeq === undefined || r.lastCreatedAt === undefined) continue;
+      const known = seen.get(r.agentId);
+      if (known === undefined || known.last_seq < r.lastSeq)
+        seen.set(r.agentId, { agent_id: r.agentId, last_seq: r.lastSeq, last_created_at: r.lastCreatedAt });
+    }
+  }
+  return seen;
 }
 
 /** The distinct recipient mailboxes of some jobs. */

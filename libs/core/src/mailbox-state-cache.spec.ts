@@ -19,6 +19,28 @@ describe('MailboxStateCache', () => {
     expect(cache.statesOf([1, 3])).toBeUndefined();
   });
 
+  it('takes per mailbox the newer of the remembered and the looked-up state, a looked-up one alone included', () => {
+    const cache = new MailboxStateCache(now);
+    cache.remember([state(1, 5), state(2, 7)]);
+    const lookedUp = new Map([
+      [1, state(1, 4)], // read before this node's last commit: the remembered one is newer
+      [2, state(2, 9)], // another writer moved it on since this node's commit
+      [3, state(3, 2)], // never written by this node
+    ]);
+    expect(cache.statesOf([1, 2, 3], lookedUp)).toEqual([state(1, 5), state(2, 9), state(3, 2)]);
+    expect(cache.statesOf([3, 4], lookedUp)).toBeUndefined(); // 4 neither remembered nor looked up
+  });
+
+  it('a contended mailbox takes the locking path whatever its lookup read', () => {
+    const cache = new MailboxStateCache(now, 100, 5_000);
+    cache.remember([state(1, 5)]);
+    expect(cache.settle([1], 'stale', [state(1, 6)])).toBe(false);
+    const lookedUp = new Map([[1, state(1, 8)]]);
+    expect(cache.statesOf([1], lookedUp)).toBeUndefined();
+    clock += 5_000;
+    expect(cache.statesOf([1], lookedUp)).toEqual([state(1, 8)]);
+  });
+
   it('a written compare-and-set remembers the new states and reports the batch done', () => {
     const cache = new MailboxStateCache(now);
     cache.remember([state(1, 5)]);

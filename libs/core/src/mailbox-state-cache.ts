@@ -24,8 +24,12 @@ export class MailboxStateCache {
     private readonly contendedMs = CONTENDED_MS,
   ) {}
 
-  /** The remembered state of every mailbox, unless one is unknown or recently contended. */
-  statesOf(mailboxIds: readonly number[]): MailboxState[] | undefined {
+  /**
+   * Every mailbox's state to write against, unless one is unknown or recently contended: per
+   * mailbox the newer (`last_seq` only grows) of the remembered state and the one `lookedUp` (read
+   * by the senders' lookups, maybe after another writer's commit this node never saw).
+   */
+  statesOf(mailboxIds: readonly number[], lookedUp?: ReadonlyMap<number, MailboxState>): MailboxState[] | undefined {
     const now = this.now();
     const states: MailboxState[] = [];
     for (const id of mailboxIds) {
@@ -34,7 +38,10 @@ export class MailboxStateCache {
         if (until > now) return undefined;
         this.contended.delete(id);
       }
-      const state = this.remembered.get(id);
+      const remembered = this.remembered.get(id);
+      const seen = lookedUp?.get(id);
+      const state =
+        seen === undefined || (remembered !== undefined && remembered.last_seq >= seen.last_seq) ? remembered : seen;
       if (state === undefined) return undefined;
       states.push(state);
     }
@@ -58,7 +65,9 @@ export class MailboxStateCache {
   /**
    * Take in a lock-free write's result; true when the batch is committed. `written` remembers the
    * new states; `stale` (another writer moved a mailbox on, or it is gone) forgets them and keeps
-   * the mailboxes on the locking path for `contendedMs`; `id_taken` leaves the states current.
+   * the mailboxes on the locking path for `contendedMs`, looked-up states or not: a state read by a
+   * lookup that another writer beat to the mailbox means two writers at once, where every further
+   * try would likely be a statement wasted; `id_taken` leaves the states current.
    */
   settle(mailboxIds: readonly number[], result: CompareAndSetResult, states: readonly MailboxState[]): boolean {
     if (result === 'written') this.remember(states);

@@ -27,6 +27,18 @@ export const RECIPIENT_COLUMNS = ['id', 'handle', 'policy', 'allowlist'] as cons
   keyof RecipientAgent
 >;
 
+/** A mailbox's state as a lookup read it, both null when the agent has no mailbox row. */
+export interface NullableMailboxState {
+  last_seq: number | null;
+  last_created_at: number | null;
+}
+
+/**
+ * A recipient as the senders' lookup reads it: its policy columns and its mailbox's state
+ * (`last_seq` with the `last_created_at` written with it), the lock-free accept path's hint.
+ */
+export type LookedUpRecipient = RecipientAgent & NullableMailboxState;
+
 /**
  * The agents holding some tokens and the agents named as recipients, from one round trip
  * (`findSendersAndRecipients`).
@@ -34,8 +46,8 @@ export const RECIPIENT_COLUMNS = ['id', 'handle', 'policy', 'allowlist'] as cons
 export interface SendersAndRecipients {
   /** By token hash: the agent, and the handles among `recipients` that blocked it. */
   senders: Map<string, { agent: Agent; blockedBy: string[] }>;
-  /** By handle. */
-  recipients: Map<string, RecipientAgent>;
+  /** By handle (a sender's own handle too, when named: its mailbox state for self-addressed copies). */
+  recipients: Map<string, LookedUpRecipient>;
 }
 
 /** A sender's columns besides a recipient's, and the named recipients that blocked it. */
@@ -46,7 +58,8 @@ type SenderRest = Omit<Agent, keyof RecipientAgent> & { blocked_by: string[] };
  * as one JSON object) or a recipient (without either).
  */
 type SenderOrRecipientRow =
-  (RecipientAgent & { token_hash: string; sender: SenderRest }) | (RecipientAgent & { token_hash: null; sender: null });
+  | (LookedUpRecipient & { token_hash: string; sender: SenderRest })
+  | (LookedUpRecipient & { token_hash: null; sender: null });
 
 const quoted = (columns: readonly string[]) => columns.map((column) => `"${column}"`).join(', ');
 /** `json_build_object` arguments: a sender's columns besides a recipient's. */
@@ -58,20 +71,25 @@ const SENDER_REST = AGENT_COLUMNS.filter((column) => !(RECIPIENT_COLUMNS as read
  * The senders (by token hash, $1) and the recipients (by handle, $2) of many requests. A recipient
  * row is its policy columns alone (a send names tens); a sender's other columns ride in one JSON
  * object. The blocks between the two sets are joined once and listed per sender (which recipients
- * blocked it) rather than looked up per recipient.
+ * blocked it) rather than looked up per recipient. Each recipient's mailbox state is read by one
+ * index probe (`offset 0` keeps the subquery a probe: as a plain join, the generic plan of a small
+ * database hashed the whole mailboxes table).
  */
 const SENDERS_AND_RECIPIENTS_SQL = `
   with senders as (select token_hash, ${quoted(AGENT_COLUMNS)} from agents where token_hash = any($1::text[])),
-  recipients as (select ${quoted(RECIPIENT_COLUMNS)} from agents where handle = any($2::text[]) and deleted_at is null),
+  recipients as (
+    select ${RECIPIENT_COLUMNS.map((column) => `a."${column}"`).join(', ')}, m.last_seq, m.last_created_at from agents a
+    left join lateral (select last_seq, last_created_at from mailboxes where agent_id = a.id offset 0) m on true
+    where a.handle = any($2::text[]) and a.deleted_at is null),
   blocks_of_senders as materialized (
     select r.handle as blocker, b.blocked_handle from recipients r join blocks b on b.agent_id = r.id
     where b.blocked_handle in (select handle from senders))
-  select token_hash, ${quoted(RECIPIENT_COLUMNS)},
+  select token_hash, ${quoted(RECIPIENT_COLUMNS)}, null::bigint as last_seq, null::bigint as last_created_at,
          json_build_object(${SENDER_REST}
            'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender
   from senders s
   union all
-  select null, ${quoted(RECIPIENT_COLUMNS)}, null from recipients`;
+  select null, ${quoted(RECIPIENT_COLUMNS)}, last_seq, last_created_at, null from recipients`;
 
 /** A new agent's columns; the rest (id, allowlist, updated_at, deleted_at) the insert sets. */
 export type NewAgent = Omit<
@@ -108,8 +126,9 @@ export class AgentsRepository {
   /**
    * The hot path of every authenticated request, for many requests in one round trip: the agents
    * holding `tokenHashes` (keyed by hash), each with the handles among the named recipients that
-   * blocked it, and the agents named `handles` (keyed by handle). A send names tens of recipients
-   * and reads only their policy: recipient rows carry only those columns and are kept as parsed.
+   * blocked it, and the agents named `handles` (keyed by handle) with their mailbox states. A send
+   * names tens of recipients and reads only their policy: recipient rows carry only those columns
+   * (and the state) and are kept as parsed.
    */
   async findSendersAndRecipients(
     tokenHashes: readonly string[],
