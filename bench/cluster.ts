@@ -45,7 +45,8 @@ export class RoostNode {
   readonly url: string;
   child: ChildProcess | undefined;
   private exited: Promise<void> = Promise.resolve();
-  private readonly output: string[] = [];
+  /** The process's last 40 output lines. */
+  readonly output: string[] = [];
 
   constructor(
     readonly role: Role,

@@ -270,7 +270,10 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     }
     const apiMetrics = () =>
       Promise.all(cluster.apis.map((api) => request(api.url, 'GET', '/metrics', undefined).then((r) => r.text)));
+    const gatewayMetrics = () =>
+      Promise.all(cluster.gateways.map((gw) => request(gw.url, 'GET', '/metrics', undefined).then((r) => r.text)));
     const metricsBefore = await apiMetrics();
+    const gatewaysBefore = await gatewayMetrics();
     const benchCpuBefore = process.cpuUsage();
     const cpu = cpuWindow(pids);
 
@@ -284,6 +287,9 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     const benchCpu = process.cpuUsage(benchCpuBefore);
     // The window's accept path on every api: database statements and lock fallbacks per envelope.
     const metricsAfter = await apiMetrics();
+    const gatewaysAfter = await gatewayMetrics();
+    const gatewayDelta = (name: string) =>
+      gatewaysAfter.reduce((sum, text, i) => sum + counter(text, name) - counter(gatewaysBefore[i], name), 0);
     const delta = (name: string) =>
       metricsAfter.reduce((sum, text, i) => sum + counter(text, name) - counter(metricsBefore[i], name), 0);
     const batched = delta('roost_accept_batch_envelopes_sum');
@@ -292,6 +298,11 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
       api_statements_per_envelope: perEnvelope('roost_db_query_duration_seconds_count'),
       api_batches_per_envelope: perEnvelope('roost_accept_batch_envelopes_count'),
       lock_fallbacks_per_envelope: perEnvelope('roost_accept_lock_fallbacks_total'),
+      // The window's gateway backfills from Postgres (a frame past lastSeq + 1, the periodic sweep).
+      gateway_backfills: {
+        gap: gatewayDelta('roost_ws_backfills_total{cause="gap"}'),
+        sweep: gatewayDelta('roost_ws_backfills_total{cause="sweep"}'),
+      },
     };
 
     // Everything sent must arrive (and nothing twice).
@@ -369,6 +380,10 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
       unexpected,
       missing_by_socket: shortfall,
       sockets_closed_by_server: closeCodes,
+      // Why the gateways closed sockets, if they did: their last warnings.
+      ...(Object.keys(closeCodes).length > 0
+        ? { gateway_warnings: cluster.gateways.flatMap((gw) => gw.output.filter((l) => /warn|WARN/.test(l)).slice(-3)) }
+        : {}),
       drain_after_window_s: round(drainS, 2),
       cpu_pct_of_one_core: cpuPct,
       cpu_us_per_frame: usPerFrame(cpuPct, framesInWindow / windowS),
