@@ -124,6 +124,13 @@ export class Listener {
   /** null = not yet known; learned from the first connection. */
   private resumeSupported: boolean | null = null;
   private stopped = false;
+  /**
+   * Set once the final save is done (`stop`, `end`): queued work that comes after it (a catch-up
+   * page whose request was in flight, a frame read while the socket closed) is dropped. Delivered,
+   * it would not be in the saved state, and a listener started on the same cursor file meanwhile
+   * would deliver it again; advancing the cursor for it could skip an envelope for good.
+   */
+  private finished = false;
   private connection: Connection | undefined;
   private queue: Promise<void> = Promise.resolve();
   private saveTimer: NodeJS.Timeout | undefined;
@@ -169,6 +176,7 @@ export class Listener {
     }
     await this.queue;
     this.flush();
+    this.finished = true;
     this.finish('stopped');
   }
 
@@ -180,6 +188,7 @@ export class Listener {
   private end(reason: ListenerEnd): void {
     this.stopped = true;
     this.flush();
+    this.finished = true;
     this.finish(reason);
   }
 
@@ -306,7 +315,9 @@ export class Listener {
 
   /** Frames are handled one at a time, in arrival order, catch-up pages included. */
   private enqueue(task: () => void | Promise<void>): Promise<void> {
-    const next = this.queue.then(task).catch((error: Error) => this.event({ type: 'error', message: error.message }));
+    const next = this.queue
+      .then(() => (this.finished ? undefined : task()))
+      .catch((error: Error) => this.event({ type: 'error', message: error.message }));
     this.queue = next;
     return next;
   }
