@@ -14,6 +14,8 @@ import {
   type HttpDrain,
 } from '#http';
 import { Metrics } from '#metrics';
+
+export { DRAIN_HOLD_OPEN_MS } from '#http';
 import { RoostModule } from './roost.module';
 
 export interface RoostApp {

@@ -1,2 +1,2 @@
 export { ensureAdminToken } from './admin-token';
-export { buildRoostApp, type RoostApp } from './bootstrap';
+export { buildRoostApp, DRAIN_HOLD_OPEN_MS, type RoostApp } from './bootstrap';

@@ -1,6 +1,6 @@
 import { ConfigError, loadConfig, type Config } from '#config';
 import { ensureAdminToken } from './admin-token';
-import { buildRoostApp, type RoostApp } from './bootstrap';
+import { buildRoostApp, DRAIN_HOLD_OPEN_MS, type RoostApp } from './bootstrap';
 
 /**
  * Graceful shutdown on SIGTERM/SIGINT (every role): refuse new sockets, answer new requests 503 with
@@ -16,7 +16,7 @@ function drainOnSignals(roost: RoostApp, config: Config): void {
     const since = Date.now();
     roost.logger.info({ signal }, 'draining');
     roost.drainSockets();
-    roost.drain.begin();
+    roost.drain.begin(DRAIN_HOLD_OPEN_MS);
     const deadline = setTimeout(() => {
       roost.logger.error({ timeout_ms: config.http.shutdownTimeoutMs }, 'drain timed out');
       roost.logger.flush?.();

@@ -80,8 +80,12 @@ export function createHttpAdapter(options: HttpAdapterOptions): {
 
 /** The HTTP side of a SIGTERM drain. */
 export interface HttpDrain {
-  /** From now on every new request is refused `503` + `Connection: close`; in-flight ones finish. */
-  begin(): void;
+  /**
+   * From now on every new request is refused `503` + `Connection: close`; in-flight ones finish.
+   * `holdOpenMs`: keep listening (and refusing) at least this long, so that clients still sending
+   * here learn from a 503 and go elsewhere before the listener closes (see DRAIN_HOLD_OPEN_MS).
+   */
+  begin(holdOpenMs?: number): void;
   /**
    * Resolves once every request that arrived before begin() has been answered (or abandoned) and
    * the listener is closed with no connection left (see quiesce below).
@@ -95,6 +99,15 @@ export interface HttpDrain {
  * once, with their request already on its way: that request was reset.
  */
 const QUIESCE_MS = 500;
+
+/**
+ * How long a SIGTERM drain keeps the listener open (refusing with 503) even when nothing was in
+ * flight. Closing a listening socket resets the connections the kernel has accepted but Node has
+ * not yet taken (a client's fresh connection, its request already written: ECONNRESET, not a clean
+ * refusal); a drain that settled within a few ms closed it while clients that had not yet met a 503
+ * were still connecting (test/e2e/drain-load.test.ts, 1 run in 8). After this window they have.
+ */
+export const DRAIN_HOLD_OPEN_MS = 500;
 
 /**
  * A drain (SIGTERM) keeps the listener open while requests that arrived earlier finish: a request
@@ -127,9 +140,17 @@ function refuseWhileDraining(fastify: FastifyInstance): HttpDrain {
     connections.set(socket, 0);
     socket.once('close', () => connections.delete(socket));
   });
-  const settled = answered.then(() => quiesce(server, connections, used));
-  const begin = () => {
-    if (!draining) for (const listener of [...listeners]) listener();
+  let openUntil = 0;
+  const settled = answered.then(async () => {
+    const wait = openUntil - Date.now();
+    if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    await quiesce(server, connections, used);
+  });
+  const begin = (holdOpenMs = 0) => {
+    if (!draining) {
+      openUntil = Date.now() + holdOpenMs;
+      for (const listener of [...listeners]) listener();
+    }
     draining = true;
     check();
   };

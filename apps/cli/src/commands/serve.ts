@@ -16,7 +16,7 @@ export interface ServeOptions {
 export async function serve(session: Session, options: ServeOptions): Promise<void> {
   /* eslint-disable @typescript-eslint/no-require-imports -- Nest and the drivers load only for `serve` */
   const { loadConfig } = require('#config') as typeof import('#config');
-  const { buildRoostApp, ensureAdminToken } = require('#roost') as typeof import('#roost');
+  const { buildRoostApp, DRAIN_HOLD_OPEN_MS, ensureAdminToken } = require('#roost') as typeof import('#roost');
   const env = { ...process.env };
   if (options.port) env.PORT = options.port;
   if (options.host) env.ROOST_HOST = options.host;
@@ -36,7 +36,7 @@ export async function serve(session: Session, options: ServeOptions): Promise<vo
     if (draining) process.exit(1);
     draining = true;
     roost.drainSockets();
-    roost.drain.begin();
+    roost.drain.begin(DRAIN_HOLD_OPEN_MS);
     const deadline = setTimeout(() => process.exit(1), config.http.shutdownTimeoutMs);
     deadline.unref();
     void roost.drain
