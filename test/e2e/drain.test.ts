@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from 'node:fs';
+import { get as httpGet } from 'node:http';
 import { connect as tcpConnect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -258,5 +259,33 @@ describe('drain of the embedded all-in-one process', () => {
     await Promise.all(sockets.map((socket) => socket.untilClosed(10_000)));
     expect(sockets.map((socket) => socket.closeCode)).toEqual([1012, 1012]);
     expect(exit).toEqual({ code: 0, signal: null });
+  });
+
+  // With nothing in flight the drain settled at once and closed the listener: a client still
+  // connecting met a refusal or, its connection already accepted by the kernel, a reset.
+  it('keeps refusing with 503 for a moment after SIGTERM even with nothing in flight', async () => {
+    const idleDir = mkdtempSync(join(tmpdir(), 'roost-drain-idle-'));
+    operator = await TestProcess.start({
+      name: 'embedded (idle drain)',
+      env: {
+        ROOST_DATA_DIR: idleDir,
+        ROOST_ADMIN_TOKEN: `drain-idle-${ulid()}`,
+        ROOST_LOG_LEVEL: 'warn',
+        ROOST_HOST: '127.0.0.1',
+      },
+      startTimeoutMs: 120_000,
+    });
+    const exited = operator.kill('SIGTERM');
+    await sleep(100);
+    const status = await new Promise<number | string>((resolve) => {
+      const request = httpGet(`${operator!.url}/healthz`, { agent: false }, (response) => {
+        response.resume();
+        resolve(response.statusCode ?? 0);
+      });
+      request.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+    expect(status).toBe(503);
+    expect(await exited).toEqual({ code: 0, signal: null });
+    rmSync(idleDir, { recursive: true, force: true });
   });
 });
