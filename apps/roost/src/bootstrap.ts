@@ -14,9 +14,9 @@ import {
   type HttpDrain,
 } from '#http';
 import { Metrics } from '#metrics';
+import { RoostModule } from './roost.module';
 
 export { DRAIN_HOLD_OPEN_MS } from '#http';
-import { RoostModule } from './roost.module';
 
 export interface RoostApp {
   app: NestFastifyApplication;
