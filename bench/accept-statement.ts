@@ -30,6 +30,22 @@ const SCHEMA_0006 = [
   'ALTER TABLE mailbox_entries ADD CONSTRAINT mailbox_entries_mailbox_id_fkey FOREIGN KEY (mailbox_id) REFERENCES mailboxes (agent_id) ON DELETE CASCADE',
   'ALTER TABLE mailbox_entries ADD CONSTRAINT mailbox_entries_envelope_id_fkey FOREIGN KEY (envelope_id) REFERENCES envelopes (id) ON DELETE CASCADE',
 ];
+/** Back to migration 0007's parent check: no lock on the parents, plans that may scan (replaced by 0008). */
+const CHECK_0007 = `CREATE OR REPLACE FUNCTION roost_entries_check_parents() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  mailbox_ids bigint[] := ARRAY(SELECT DISTINCT mailbox_id FROM roost_added);
+  envelope_ids text[] := ARRAY(SELECT DISTINCT envelope_id FROM roost_added);
+BEGIN
+  IF (SELECT count(*) FROM mailboxes WHERE agent_id = ANY (mailbox_ids)) <> cardinality(mailbox_ids) THEN
+    RAISE EXCEPTION 'mailbox entry without its mailbox' USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  IF (SELECT count(*) FROM envelopes WHERE id = ANY (envelope_ids)) <> cardinality(envelope_ids) THEN
+    RAISE EXCEPTION 'mailbox entry without its envelope' USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NULL;
+END
+$$`;
 const DROP_FK_MAILBOX = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_mailbox_id_fkey';
 const DROP_FK_ENVELOPE = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_envelope_id_fkey';
 
@@ -57,12 +73,21 @@ const VARIANTS: Variant[] = [
     ],
   },
   { name: 'as_migrated', ddl: [] },
+  { name: 'migrated_check_as_0007', ddl: [CHECK_0007] },
   { name: 'migrated_no_parent_check', ddl: ['DROP TRIGGER mailbox_entries_check_parents ON mailbox_entries'] },
 ];
 
 /** Nanoseconds a process has run on a CPU (first field of /proc/<pid>/schedstat). */
 function runNs(pid: number): number {
   return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
+}
+
+/** Sequential scans of `envelopes` so far (this backend's pending counts flushed first). */
+async function envelopeSeqScans(database: Database): Promise<number> {
+  await sql`select pg_stat_force_next_flush()`.execute(database.db);
+  const result = await sql<{ n: string }>`
+    select seq_scan as n from pg_stat_user_tables where relname = 'envelopes'`.execute(database.db);
+  return Number(result.rows[0].n);
 }
 
 /** The pid of the backend serving the pool's one connection. */
@@ -81,6 +106,8 @@ interface Target {
   lastSeq: Map<number, number>;
   lastCreatedAt: number;
   cpuNs: number;
+  seqScansBefore: number;
+  envelopeSeqScans: number;
   rows: number;
   envelopes: number;
   statements: number;
@@ -117,6 +144,8 @@ async function setUp(variant: Variant): Promise<Target> {
       lastSeq: new Map(),
       lastCreatedAt: 0,
       cpuNs: 0,
+      seqScansBefore: 0,
+      envelopeSeqScans: 0,
       rows: 0,
       envelopes: 0,
       statements: 0,
@@ -213,6 +242,7 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
     // Warm-up: plans, caches, the first pages of every index.
     for (const target of targets) for (let i = 0; i < 20; i++) await acceptOnce(target, batch, counter);
     for (const target of targets) Object.assign(target, { cpuNs: 0, rows: 0, envelopes: 0, statements: 0, wallMs: 0 });
+    for (const target of targets) target.seqScansBefore = await envelopeSeqScans(target.database);
     for (let r = 0; r < rounds; r++) {
       for (const target of r % 2 === 0 ? targets : [...targets].reverse()) {
         const pid = await backendPid(target.database);
@@ -224,6 +254,12 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
         if ((await backendPid(target.database)) !== pid) throw new Error(`${target.variant.name}: the backend changed`);
       }
     }
+    for (const target of targets) {
+      target.envelopeSeqScans = (await envelopeSeqScans(target.database)) - target.seqScansBefore;
+    }
+    // The parent check's own cost: a variant against the same schema without the check's trigger.
+    const unchecked = targets.find((t) => t.variant.name === 'migrated_no_parent_check');
+    const uncheckedPerRow = unchecked ? unchecked.cpuNs / unchecked.rows / 1000 : undefined;
     const base = targets[0].cpuNs / targets[0].rows / 1000;
     const first = targets[0].variant.name;
     return {
@@ -246,6 +282,13 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
               rows_per_s_one_backend: round(t.rows / (t.wallMs / 1000), 0),
               backend_cpu_pct_of_wall: round((t.cpuNs / 1e6 / t.wallMs) * 100, 0),
               rows: t.rows,
+              statements: t.statements,
+              envelopes_seq_scans: t.envelopeSeqScans,
+              ...(uncheckedPerRow !== undefined &&
+              (t.variant.name === 'as_migrated' || t.variant.name.startsWith('migrated_')) &&
+              t !== unchecked
+                ? { parent_check_us_per_row: round(perRow - uncheckedPerRow, 2) }
+                : {}),
             },
           ];
         }),

@@ -122,8 +122,7 @@ describe('migration 0008 on postgres: an entry inserted while its parent is dele
     clients.push(c);
     return c;
   };
-  const pidOf = async (c: pg.Client) =>
-    (await c.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+  const pidOf = async (c: pg.Client) => (await c.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
 
   /** 'waiting' once `pid` waits for a lock, 'done' if `work` settles first. */
   async function waitsOrSettles(admin: pg.Client, pid: number, work: Promise<unknown>): Promise<'waiting' | 'done'> {
