@@ -82,12 +82,17 @@ function runNs(pid: number): number {
   return Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
 }
 
-/** Sequential scans of `envelopes` so far (this backend's pending counts flushed first). */
-async function envelopeSeqScans(database: Database): Promise<number> {
+/**
+ * Sequential scans of `envelopes` so far (this backend's pending counts flushed first), and how
+ * many times autovacuum analyzed it (which makes plpgsql plan the parent check again).
+ */
+async function envelopeStats(database: Database): Promise<{ seqScans: number; autoanalyzed: number }> {
   await sql`select pg_stat_force_next_flush()`.execute(database.db);
-  const result = await sql<{ n: string }>`
-    select seq_scan as n from pg_stat_user_tables where relname = 'envelopes'`.execute(database.db);
-  return Number(result.rows[0].n);
+  const result = await sql<{ n: string; a: string }>`
+    select seq_scan as n, autoanalyze_count as a from pg_stat_user_tables where relname = 'envelopes'`.execute(
+    database.db,
+  );
+  return { seqScans: Number(result.rows[0].n), autoanalyzed: Number(result.rows[0].a) };
 }
 
 /** The pid of the backend serving the pool's one connection. */
@@ -106,8 +111,9 @@ interface Target {
   lastSeq: Map<number, number>;
   lastCreatedAt: number;
   cpuNs: number;
-  seqScansBefore: number;
+  statsBefore: { seqScans: number; autoanalyzed: number };
   envelopeSeqScans: number;
+  envelopeAutoanalyzed: number;
   rows: number;
   envelopes: number;
   statements: number;
@@ -144,8 +150,9 @@ async function setUp(variant: Variant): Promise<Target> {
       lastSeq: new Map(),
       lastCreatedAt: 0,
       cpuNs: 0,
-      seqScansBefore: 0,
+      statsBefore: { seqScans: 0, autoanalyzed: 0 },
       envelopeSeqScans: 0,
+      envelopeAutoanalyzed: 0,
       rows: 0,
       envelopes: 0,
       statements: 0,
@@ -242,7 +249,7 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
     // Warm-up: plans, caches, the first pages of every index.
     for (const target of targets) for (let i = 0; i < 20; i++) await acceptOnce(target, batch, counter);
     for (const target of targets) Object.assign(target, { cpuNs: 0, rows: 0, envelopes: 0, statements: 0, wallMs: 0 });
-    for (const target of targets) target.seqScansBefore = await envelopeSeqScans(target.database);
+    for (const target of targets) target.statsBefore = await envelopeStats(target.database);
     for (let r = 0; r < rounds; r++) {
       for (const target of r % 2 === 0 ? targets : [...targets].reverse()) {
         const pid = await backendPid(target.database);
@@ -255,7 +262,9 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
       }
     }
     for (const target of targets) {
-      target.envelopeSeqScans = (await envelopeSeqScans(target.database)) - target.seqScansBefore;
+      const after = await envelopeStats(target.database);
+      target.envelopeSeqScans = after.seqScans - target.statsBefore.seqScans;
+      target.envelopeAutoanalyzed = after.autoanalyzed - target.statsBefore.autoanalyzed;
     }
     // The parent check's own cost: a variant against the same schema without the check's trigger.
     const unchecked = targets.find((t) => t.variant.name === 'migrated_no_parent_check');
@@ -284,6 +293,7 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
               rows: t.rows,
               statements: t.statements,
               envelopes_seq_scans: t.envelopeSeqScans,
+              envelopes_autoanalyzed: t.envelopeAutoanalyzed,
               ...(uncheckedPerRow !== undefined &&
               (t.variant.name === 'as_migrated' || t.variant.name.startsWith('migrated_')) &&
               t !== unchecked
