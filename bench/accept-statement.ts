@@ -137,6 +137,12 @@ async function setUp(variant: Variant): Promise<Target> {
     );
     await admin.query('INSERT INTO mailboxes (agent_id) SELECT id FROM agents');
     for (const statement of variant.ddl) await admin.query(statement);
+    // A young database whose plans are never made again: no autovacuum ANALYZE of the growing tables.
+    if (process.env.ROOST_BENCH_NO_AUTOANALYZE === '1') {
+      for (const table of ['envelopes', 'mailboxes', 'mailbox_entries']) {
+        await admin.query(`ALTER TABLE ${table} SET (autovacuum_enabled = false)`);
+      }
+    }
     await admin.query('VACUUM ANALYZE');
     const byHandle = new Map(inserted.rows.map((row) => [row.handle, Number(row.id)]));
     return {
@@ -233,7 +239,8 @@ async function acceptOnce(target: Target, batch: number, counter: { n: number })
  * frame). Each variant has its own scratch database, set up alike; the variants run in alternating
  * rounds (forward, then reversed) of ROOST_BENCH_WINDOW_SECONDS (default 2) each, ROOST_BENCH_ROUNDS
  * (default 6) rounds, so that a drifting machine weighs on all alike. ROOST_BENCH_VARIANTS (comma
- * list) picks variants.
+ * list) picks variants. ROOST_BENCH_NO_AUTOANALYZE=1 turns autovacuum off on the written tables, so
+ * plans made on the young (just set up) database stay in use as they grow.
  */
 export async function acceptStatementScenario(): Promise<Record<string, unknown>> {
   const batch = Number(process.env.ROOST_BENCH_BATCH ?? 8);
