@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import WebSocket from 'ws';
+import { openRawWebSocket } from './raw-socket';
 import { ulid } from '#domain';
 import { freePort, profileArgs, request, requireEnv, scratchDatabase } from './support';
 
@@ -307,13 +308,39 @@ export function openSocket(url: string, token: string, onMessage?: (data: Buffer
   });
 }
 
+/** A bench listener: a `ws` client or a light raw one (`ROOST_BENCH_LISTENER`). */
+export interface ListenerSocket {
+  on(event: 'close', listener: (code: number) => void): unknown;
+  terminate(): void;
+}
+
+/** `ROOST_BENCH_LISTENER`: `ws` (default, the ordinary client) or `raw` (bench/raw-socket.ts). */
+export function benchListener(): 'ws' | 'raw' {
+  const kind = process.env.ROOST_BENCH_LISTENER ?? 'ws';
+  if (kind !== 'ws' && kind !== 'raw') throw new Error(`ROOST_BENCH_LISTENER must be ws or raw, not ${kind}`);
+  return kind;
+}
+
+/** `openSocket` with the client `kind` chose: the same handshake, frames handed over raw. */
+export function openListener(
+  kind: 'ws' | 'raw',
+  url: string,
+  token: string,
+  onMessage?: (data: Buffer) => void,
+): Promise<ListenerSocket> {
+  if (kind === 'ws') return openSocket(url, token, onMessage);
+  return openRawWebSocket(url, { authorization: `Bearer ${token}` }, (ws) => {
+    if (onMessage) ws.on('message', onMessage);
+  });
+}
+
 /** Open `count` sockets with at most `concurrency` handshakes in flight. */
-export async function openSockets(
+export async function openSockets<S = WebSocket>(
   count: number,
   concurrency: number,
-  open: (i: number) => Promise<WebSocket>,
-): Promise<WebSocket[]> {
-  const sockets = new Array<WebSocket>(count);
+  open: (i: number) => Promise<S>,
+): Promise<S[]> {
+  const sockets = new Array<S>(count);
   let next = 0;
   const worker = async () => {
     while (next < count) {

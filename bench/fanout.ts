@@ -5,7 +5,16 @@ import pg from 'pg';
 import { RedisFrameBus, type HeaderFrame } from '#bus';
 import { ulid } from '#domain';
 import { counter } from './accept';
-import { BenchCluster, connectUrl, cpuWindow, notifyId, openSocket, openSockets } from './cluster';
+import {
+  BenchCluster,
+  benchListener,
+  connectUrl,
+  cpuWindow,
+  notifyId,
+  openListener,
+  openSockets,
+  type ListenerSocket,
+} from './cluster';
 import { stats } from './push';
 import { request, round } from './support';
 
@@ -27,6 +36,19 @@ interface Sent {
   /** Gateway-only phase: latencies go here, and each frame is reported. */
   direct?: number[];
   onFrame?: () => void;
+}
+
+const CREATED_AT = Buffer.from('"created_at":');
+
+/** The `created_at` of a header frame (digits after `"created_at":`), else -1: no JSON parse. */
+export function frameCreatedAt(data: Buffer): number {
+  let i = data.indexOf(CREATED_AT);
+  if (i < 0) return -1;
+  i += CREATED_AT.length;
+  let value = 0;
+  let digits = 0;
+  for (; i < data.length && data[i] >= 0x30 && data[i] <= 0x39; i++, digits++) value = value * 10 + data[i] - 0x30;
+  return digits > 0 ? value : -1;
 }
 
 /** User + system CPU ticks (10 ms) used so far by each named process. */
@@ -165,7 +187,8 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
   const concurrency = Number(process.env.ROOST_BENCH_CONCURRENCY ?? 16);
   const load_before = round(loadavg()[0]);
   const cluster = await BenchCluster.start(mode === 'all' ? { single: 'postgres' } : { api: apis, gateway: gateways });
-  const sockets: Array<{ terminate(): void }> = [];
+  const listener = benchListener();
+  const sockets: ListenerSocket[] = [];
   let benchClosing = false;
   try {
     const handles = Array.from({ length: AGENTS }, (_, i) => `@bench.f${String(i).padStart(4, '0')}`);
@@ -184,10 +207,18 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     // a shortfall can be told apart: frames a socket still open never got, or a closed socket's.
     const received = new Uint32Array(AGENTS);
     const closedWith = new Map<number, number>();
+    // Per socket: the last frame's `created_at`. A mailbox's frames go out in `seq` order, which is
+    // `created_at` order (the gateway-only phase stamps them in `seq` order too): a frame older than
+    // the one before it on the same socket arrived out of order.
+    const lastCreatedAt = new Float64Array(AGENTS);
+    let outOfOrder = 0;
     const onFrame = (socket: number, data: Buffer) => {
       const now = performance.now();
       const id = notifyId(data);
       if (id === undefined) return;
+      const createdAt = frameCreatedAt(data);
+      if (createdAt < lastCreatedAt[socket]) outOfOrder++;
+      else lastCreatedAt[socket] = createdAt;
       const entry = sent.get(id);
       if (!entry) {
         unexpected++;
@@ -207,7 +238,9 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
     const socketStart = performance.now();
     sockets.push(
       ...(await openSockets(AGENTS, 50, async (i) => {
-        const ws = await openSocket(connectUrl(cluster.gateways[i % gateways]), tokens[i], (data) => onFrame(i, data));
+        const ws = await openListener(listener, connectUrl(cluster.gateways[i % gateways]), tokens[i], (data) =>
+          onFrame(i, data),
+        );
         ws.on('close', (code: number) => {
           if (!benchClosing) closedWith.set(i, code);
         });
@@ -354,6 +387,8 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
       processes:
         mode === 'all' ? 'one ROOST_ROLE=all process on Postgres + Redis' : `${apis} api + ${gateways} gateway`,
       client: 'node-http (keep-alive http.Agent)',
+      // The 2,000 listening sockets' client: `ws`, or the light raw RFC 6455 one (ROOST_BENCH_LISTENER).
+      listener: listener === 'raw' ? 'raw (bench/raw-socket.ts over net.Socket)' : 'ws',
       bench_cpu_s_in_window: round((benchCpu.user + benchCpu.system) / 1e6, 1),
       agents: AGENTS,
       sockets: AGENTS,
@@ -378,6 +413,8 @@ export async function fanoutScenario(mode: 'split' | 'all' = 'split'): Promise<R
       missing,
       duplicated,
       unexpected,
+      // Frames (both phases) older than the frame before them on the same socket.
+      out_of_order: outOfOrder,
       missing_by_socket: shortfall,
       sockets_closed_by_server: closeCodes,
       // Why the gateways closed sockets, if they did: their last warnings.

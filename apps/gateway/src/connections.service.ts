@@ -17,7 +17,7 @@ import { ReplaySlots } from './replay-slots';
 import { Replayer } from './replay';
 import { SocketSender } from './socket-sender';
 import { StartLookups } from './start-lookups';
-import { Sweeper, type SweepActions } from './sweep';
+import { Sweeper, sweepGraceMs, type SweepActions } from './sweep';
 import type { ConnectAuth } from './ws-adapter';
 
 /** Close codes (EXTENSIONS.md §1), named once in libs/domain `CLOSE_CODES`. */
@@ -70,7 +70,14 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
         void this.drain(connection);
       },
     };
-    this.sweeper = new Sweeper(this.registry, mailbox, agents, onSweep, this.logger);
+    this.sweeper = new Sweeper(
+      this.registry,
+      mailbox,
+      agents,
+      onSweep,
+      this.logger,
+      sweepGraceMs(config.gateway.sweepIntervalMs),
+    );
   }
 
   onModuleInit(): void {
@@ -85,6 +92,7 @@ export class ConnectionsService implements FrameSubscriber, OnModuleInit, OnModu
   onModuleDestroy(): void {
     clearInterval(this.pingTimer);
     clearInterval(this.sweepTimer);
+    this.sweeper.stop();
   }
 
   /** SIGTERM: close every socket with 1012 so clients reconnect elsewhere at once. */

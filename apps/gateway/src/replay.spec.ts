@@ -2,7 +2,7 @@ import { Metrics } from '#metrics';
 import { FakeSocket } from '../../../test/support/fake-socket';
 import { Connection } from './connection';
 import { PAGE, Replayer } from './replay';
-import { SocketSender } from './socket-sender';
+import { SocketSender, textFrame } from './socket-sender';
 
 interface Row {
   seq: number;
@@ -109,6 +109,16 @@ describe('Replayer.backfill', () => {
     ]);
     expect(connection.lastSeq).toBe(PAGE + 5);
     expect((await metrics.backfills.get()).values.find((v) => v.labels.cause === 'gap')?.value).toBe(1);
+  });
+
+  it("writes a page's frames to the socket's stream in one write", async () => {
+    const { connection, replayer, socket } = setup([1, 2, 3, 4]);
+    const writes: Buffer[] = [];
+    Object.assign(socket, { extensions: '', _socket: { write: (chunk: Buffer) => writes.push(chunk) } });
+    connection.lastSeq = 1;
+    await replayer.backfill(connection, 4, 'sweep');
+    expect(writes).toEqual([Buffer.concat(['h2', 'h3', 'h4'].map(textFrame))]);
+    expect(connection.lastSeq).toBe(4);
   });
 
   it('entries purged by retention are skipped for good', async () => {

@@ -102,6 +102,24 @@ describe('SocketSender', () => {
     expect(socket.sent).toEqual(['r']);
   });
 
+  it('paced frames go out in one write on the raw stream, as many as fit in a quarter of the bound', async () => {
+    const { socket, connection, sender, metrics } = setup(1_000);
+    const writes: Buffer[] = [];
+    Object.assign(socket, { extensions: '', _socket: { write: (chunk: Buffer) => writes.push(chunk) } });
+    const texts = ['a'.repeat(30), 'b'.repeat(30), 'c'.repeat(30), 'd'.repeat(30)];
+    await expect(sender.sendPacedSome(connection, texts, 0, 'notify')).resolves.toBe(4);
+    expect(writes).toEqual([Buffer.concat(texts.map(wsFrame))]);
+    expect(socket.sent).toEqual([]);
+    expect(await counter(metrics.framesSent, { kind: 'notify' })).toBe(4);
+    // 50 bytes of room under the quarter (250): two 32-byte frames, the second crossing it.
+    socket.bufferedAmount = 200;
+    await expect(sender.sendPacedSome(connection, texts, 1, 'notify')).resolves.toBe(2);
+    expect(writes[1]).toEqual(Buffer.concat([wsFrame(texts[1]), wsFrame(texts[2])]));
+    connection.closed = true;
+    await expect(sender.sendPacedSome(connection, texts, 3, 'notify')).resolves.toBe(0);
+    expect(writes).toHaveLength(2);
+  });
+
   it('a paced send closes a reader that made no progress for PACED_WAIT_MS (4008)', async () => {
     const { socket, connection, sender, advance } = setup(1_000);
     socket.bufferedAmount = 900;

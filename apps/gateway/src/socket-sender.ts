@@ -42,9 +42,27 @@ export function textFrame(text: string): Buffer {
  * `ws.bufferedAmount` counts the bytes either way: it is the stream's buffered length.
  */
 function writeFrame(ws: WebSocket, frame: Buffer): void {
+  const stream = rawStream(ws);
+  if (stream) stream.write(frame);
+  else ws.send(payloadOf(frame), TEXT_FRAME);
+}
+
+/** Several complete frames in order: one write on the raw stream, else one `ws.send` each. */
+function writeFrames(ws: WebSocket, frames: readonly Buffer[]): void {
+  const stream = rawStream(ws);
+  if (stream) stream.write(frames.length === 1 ? frames[0] : Buffer.concat(frames));
+  else for (const frame of frames) ws.send(payloadOf(frame), TEXT_FRAME);
+}
+
+/** The socket's TCP stream when `ws` adds nothing to a frame (see `writeFrame`). */
+function rawStream(ws: WebSocket): Duplex | undefined {
   const stream = (ws as unknown as { _socket?: Duplex })._socket;
-  if (stream && ws.extensions === '') stream.write(frame);
-  else ws.send(frame.subarray(frame[1] === 126 ? 4 : frame[1] === 127 ? 10 : 2), TEXT_FRAME);
+  return stream && ws.extensions === '' ? stream : undefined;
+}
+
+/** The payload of a frame made by `textFrame`. */
+function payloadOf(frame: Buffer): Buffer {
+  return frame.subarray(frame[1] === 126 ? 4 : frame[1] === 127 ? 10 : 2);
 }
 
 /**
@@ -89,6 +107,38 @@ export class SocketSender {
    * progress for PACED_WAIT_MS is closed (4008). False when the socket is gone.
    */
   async sendPaced(connection: Connection, text: string, kind: string): Promise<boolean> {
+    if (!(await this.room(connection))) return false;
+    connection.ws.send(text);
+    this.metrics.framesSent.inc({ kind });
+    return true;
+  }
+
+  /**
+   * `sendPaced` for several frames (a backfill page): once the buffer is down to a quarter of its
+   * bound, the frames from `texts[from]` on that fit in the room left (at least one) go out in one
+   * socket write, so the buffer never exceeds that quarter by more than one frame, as with one
+   * `sendPaced` per frame. Returns how many were sent; 0 when the socket is gone.
+   */
+  async sendPacedSome(connection: Connection, texts: readonly string[], from: number, kind: string): Promise<number> {
+    if (from >= texts.length || !(await this.room(connection))) return 0;
+    const room = this.maxBufferedBytes / 4 - connection.ws.bufferedAmount;
+    const frames: Buffer[] = [];
+    let bytes = 0;
+    do {
+      const frame = textFrame(texts[from + frames.length]);
+      frames.push(frame);
+      bytes += frame.length;
+    } while (from + frames.length < texts.length && bytes < room);
+    writeFrames(connection.ws, frames);
+    this.metrics.framesSent.inc({ kind }, frames.length);
+    return frames.length;
+  }
+
+  /**
+   * Wait while the socket's buffer is above a quarter of its bound; a reader that makes no progress
+   * for PACED_WAIT_MS is closed (4008). False when the socket is gone.
+   */
+  private async room(connection: Connection): Promise<boolean> {
     const low = this.maxBufferedBytes / 4;
     const deadline = this.now() + PACED_WAIT_MS;
     while (!connection.closed && connection.ws.bufferedAmount > low) {
@@ -98,10 +148,7 @@ export class SocketSender {
       }
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
-    if (connection.closed || connection.ws.readyState !== OPEN) return false;
-    connection.ws.send(text);
-    this.metrics.framesSent.inc({ kind });
-    return true;
+    return !connection.closed && connection.ws.readyState === OPEN;
   }
 
   /** Ping every socket; one that missed two pongs in a row is cut off. */

@@ -1,9 +1,9 @@
 import { FakeSocket } from '../../../test/support/fake-socket';
 import { Connection } from './connection';
 import { ConnectionRegistry } from './connection-registry';
-import { Sweeper } from './sweep';
+import { MAX_SWEEP_GRACE_MS, Sweeper, sweepGraceMs } from './sweep';
 
-function setup() {
+function setup(graceMs = 0) {
   const registry = new ConnectionRegistry();
   const tokens = new Map<number, string>();
   const lastSeqs = new Map<number, number>();
@@ -29,6 +29,7 @@ function setup() {
       catchUp: (connection, through) => caughtUp.push([connection, through]),
     },
     { warn },
+    graceMs,
   );
   const open = (mailboxId: number, tokenHash: string, lastSeq: number, state: 'live' | 'starting' = 'live') => {
     const connection = new Connection(new FakeSocket().ws, mailboxId, tokenHash);
@@ -122,5 +123,76 @@ describe('Sweeper', () => {
     await failing.sweep('sweep');
     expect(warn).toHaveBeenCalledTimes(2);
     expect(actions.revoke).not.toHaveBeenCalled();
+  });
+
+  describe('grace of a periodic sweep', () => {
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
+
+    it('a socket that catches up through live frames within the grace gets no backfill', async () => {
+      const { tokens, lastSeqs, sweeper, caughtUp, open } = setup(500);
+      tokens.set(1, 'h1');
+      lastSeqs.set(1, 9);
+      const inFlight = open(1, 'h1', 7);
+      await sweeper.sweep('sweep');
+      expect(caughtUp).toEqual([]);
+      inFlight.lastSeq = 9; // its live frames arrived
+      jest.advanceTimersByTime(500);
+      expect(caughtUp).toEqual([]);
+    });
+
+    it('one still behind the seq seen at the first check after the grace gets exactly one backfill', async () => {
+      const { tokens, lastSeqs, sweeper, caughtUp, open } = setup(500);
+      tokens.set(1, 'h1').set(2, 'h2');
+      lastSeqs.set(1, 9).set(2, 5);
+      const stuck = open(1, 'h1', 7);
+      const partly = open(2, 'h2', 3);
+      await sweeper.sweep('sweep');
+      partly.lastSeq = 4; // some frames came, not all
+      lastSeqs.set(1, 12); // later commits are the next sweep's business
+      jest.advanceTimersByTime(499);
+      expect(caughtUp).toEqual([]);
+      jest.advanceTimersByTime(1);
+      expect(caughtUp).toEqual([
+        [stuck, 9],
+        [partly, 5],
+      ]);
+      jest.advanceTimersByTime(10_000);
+      expect(caughtUp).toHaveLength(2);
+    });
+
+    it('a socket closed during the grace, or a stopped sweeper, backfills nothing', async () => {
+      const { tokens, lastSeqs, sweeper, caughtUp, open } = setup(500);
+      tokens.set(1, 'h1');
+      lastSeqs.set(1, 9);
+      const closing = open(1, 'h1', 7);
+      await sweeper.sweep('sweep');
+      closing.closed = true;
+      jest.advanceTimersByTime(500);
+      expect(caughtUp).toEqual([]);
+      closing.closed = false;
+      await sweeper.sweep('sweep');
+      sweeper.stop();
+      jest.advanceTimersByTime(500);
+      expect(caughtUp).toEqual([]);
+    });
+
+    it('a resync (after a Redis reconnect) backfills at once, with no grace', async () => {
+      const { tokens, lastSeqs, sweeper, caughtUp, open } = setup(500);
+      tokens.set(1, 'h1');
+      lastSeqs.set(1, 9);
+      const behind = open(1, 'h1', 7);
+      await sweeper.sweep('resync');
+      expect(caughtUp).toEqual([[behind, 9]]);
+      jest.advanceTimersByTime(500);
+      expect(caughtUp).toHaveLength(1);
+    });
+
+    it('the grace is half the sweep interval, at most 1 s', () => {
+      expect(sweepGraceMs(100)).toBe(50);
+      expect(sweepGraceMs(1_000)).toBe(500);
+      expect(sweepGraceMs(5_000)).toBe(MAX_SWEEP_GRACE_MS);
+      expect(MAX_SWEEP_GRACE_MS).toBe(1_000);
+    });
   });
 });
