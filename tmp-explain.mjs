@@ -1,0 +1,21 @@
+import { createRequire } from 'node:module'; const require = createRequire(import.meta.url); const pg = require('pg');
+const { migrate, openPostgres } = require('./dist/libs/db/src/index.js');
+import { readFileSync } from 'node:fs';
+const url = 'postgres://postgres@127.0.0.1:5443/explain';
+const admin = new pg.Client({ connectionString: 'postgres://postgres@127.0.0.1:5443/test' });
+await admin.connect(); await admin.query('drop database if exists explain'); await admin.query('create database explain'); await admin.end();
+const db = openPostgres({ url, poolSize: 1, statementTimeoutMs: 30000 });
+await migrate(db); await db.close();
+const c = new pg.Client({ connectionString: url }); await c.connect();
+await c.query(`insert into agents (handle, owner, token_hash, policy, display_name, visibility, created_at, updated_at)
+  select '@b.a' || i, 'b', 'hash' || i, 'open', 'x', 'public', 1, 1 from generate_series(1, 2000) i`);
+await c.query(`insert into mailboxes (agent_id) select id from agents`);
+await c.query('analyze');
+const text = readFileSync('/work/wt/apicpu/db/queries/auth.sql', 'utf8').split('\n\n')[1].split('\n').slice(1).join('\n').replace(/;\s*$/, '');
+await c.query('set plan_cache_mode = force_generic_plan');
+await c.query(`prepare q(text[], text[]) as ${text}`);
+const handles = Array.from({ length: 50 }, (_, i) => '@b.a' + (i + 1));
+const lit = (a) => `'{${a.join(',')}}'::text[]`;
+const r = await c.query(`explain (analyze, costs off) execute q(${lit(['hash1','hash2'])}, ${lit(handles)})`);
+console.log(r.rows.map((x) => x['QUERY PLAN']).join('\n'));
+await c.end();
