@@ -1,5 +1,5 @@
 import type { EntryRow, EnvelopeRow, MailboxState } from '#db';
-import { headerJsonOf, nextCreatedAt, type HeaderExtensions, type StoredEnvelope, type TypeHint } from '#domain';
+import { headerJsonOf, type HeaderExtensions, type StoredEnvelope, type TypeHint } from '#domain';
 
 /** One recipient of an accept job. */
 export interface AcceptRecipient {
