@@ -149,7 +149,8 @@ export class AgentsRepository {
     const recipients: SendersAndRecipients['recipients'] = new Map();
     for (const row of rows) {
       if (row.token_hash === null) {
-        if (row.recipients !== null) for (const recipient of row.recipients) recipients.set(recipient.handle, recipient);
+        if (row.recipients !== null)
+          for (const recipient of row.recipients) recipients.set(recipient.handle, recipient);
       } else {
         const { blocked_by, ...rest } = row.sender;
         const agent: Agent = { id: row.id, handle: row.handle, policy: row.policy, allowlist: row.allowlist, ...rest };
