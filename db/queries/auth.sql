@@ -9,12 +9,13 @@ recipients as (
 blocks_of_senders as materialized (
   select r.handle as blocker, b.blocked_handle from recipients r join blocks b on b.agent_id = r.id
   where b.blocked_handle in (select handle from senders))
-select token_hash, "id", "handle", "policy", "allowlist", null::bigint as last_seq, null::bigint as last_created_at,
+select token_hash, "id", "handle", "policy", "allowlist",
        json_build_object('display_name', "display_name", 'description', "description", 'card_body', "card_body", 'visibility', "visibility", 'content_guard', "content_guard", 'retention_days', "retention_days", 'created_at', "created_at", 'updated_at', "updated_at",
-         'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender
+         'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender,
+       null::json as recipients
 from senders s
 union all
-select null, "id", "handle", "policy", "allowlist", last_seq, last_created_at, null from recipients;
+select null, null, null, null, null, null, (select json_agg(r) from recipients r);
 
 -- OrgsRepository.findByTokenHash (organization admin token)
 select "name", "retention_days", "content_guard", "max_agents", "created_at", "updated_at" from "orgs" where "admin_token_hash" = $1;

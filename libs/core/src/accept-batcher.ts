@@ -104,7 +104,7 @@ export class AcceptBatcher {
       const mailboxes = mailboxesOf(batch.map((pending) => pending.job));
       for (const id of mailboxes) this.busy.set(id, (this.busy.get(id) ?? 0) + 1);
       this.running++;
-      void this.commit(batch).finally(() => {
+      void this.commit(batch, mailboxes).finally(() => {
         for (const id of mailboxes) {
           const left = (this.busy.get(id) ?? 1) - 1;
           if (left > 0) this.busy.set(id, left);
@@ -148,13 +148,17 @@ export class AcceptBatcher {
     return batch;
   }
 
-  private async commit(batch: Pending[]): Promise<void> {
+  /** `mailboxes`: the batch's (`mailboxesOf` its jobs), computed once by `pump`. */
+  private async commit(batch: Pending[], mailboxes: number[]): Promise<void> {
     this.metrics.acceptBatchSize.observe(batch.length);
     const started = performance.now();
     for (const pending of batch)
       this.metrics.acceptStage.observe({ stage: 'queue' }, (started - pending.submittedAt) / 1000);
     try {
-      const outcomes = await this.runWithRetry(batch.map((pending) => pending.job));
+      const outcomes = await this.runWithRetry(
+        batch.map((pending) => pending.job),
+        mailboxes,
+      );
       const written = (performance.now() - started) / 1000;
       for (let i = 0; i < batch.length; i++) this.metrics.acceptStage.observe({ stage: 'write' }, written);
       batch.forEach((pending, i) => pending.resolve(outcomes[i]));
@@ -174,8 +178,7 @@ export class AcceptBatcher {
     }
   }
 
-  private async runWithRetry(jobs: AcceptJob[]): Promise<AcceptOutcome[]> {
-    const mailboxIds = mailboxesOf(jobs);
+  private async runWithRetry(jobs: AcceptJob[], mailboxIds = mailboxesOf(jobs)): Promise<AcceptOutcome[]> {
     const plain = jobs.every((job) => job.fileIds.length === 0);
     try {
       const known = plain ? this.cache.statesOf(mailboxIds, lookedUpStates(jobs)) : undefined;
@@ -202,12 +205,12 @@ export class AcceptBatcher {
         try {
           if (plain) {
             try {
-              return this.remember(await this.runInOneStatement(jobs));
+              return this.remember(await this.runInOneStatement(jobs, mailboxIds));
             } catch (error) {
               if (!(error instanceof IdTaken)) throw error;
             }
           }
-          return this.remember(await this.run(jobs));
+          return this.remember(await this.run(jobs, mailboxIds));
         } catch (error) {
           const code = (error as { code?: string }).code;
           if (attempt >= 3 || code === undefined || !RETRYABLE_SQLSTATE.has(code)) throw error;
@@ -227,12 +230,11 @@ export class AcceptBatcher {
 
   /** One transaction that first locks the jobs' mailboxes (in id order) and reads their states. */
   private locked(
-    jobs: readonly AcceptJob[],
+    mailboxIds: readonly number[],
     write: (trx: Tx, locked: MailboxState[], now: number) => Promise<Committed>,
   ): Promise<Committed> {
     return this.envelopes.transaction(async (trx) => {
       const now = this.now();
-      const mailboxIds = mailboxesOf(jobs);
       const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
       if (locked.length !== mailboxIds.length) throw new MailboxGone();
       return write(trx, locked, now);
@@ -243,8 +245,8 @@ export class AcceptBatcher {
    * The common case (no file to claim, no id taken): lock, then one statement writes envelopes,
    * entries and mailbox states. An id that turns out to be taken rolls it back (`IdTaken`).
    */
-  private runInOneStatement(jobs: AcceptJob[]): Promise<Committed> {
-    return this.locked(jobs, async (trx, locked, now) => {
+  private runInOneStatement(jobs: AcceptJob[], mailboxIds: readonly number[]): Promise<Committed> {
+    return this.locked(mailboxIds, async (trx, locked, now) => {
       const plan = planBatch(jobs, locked, now);
       const inserted = await this.envelopes.insertAll(trx, plan.envelopes, plan.entries, plan.states);
       if (inserted.size !== jobs.length) throw new IdTaken();
@@ -253,8 +255,8 @@ export class AcceptBatcher {
   }
 
   /** Statement by statement: envelopes (an existing id is skipped), their files, entries, states. */
-  private run(jobs: AcceptJob[]): Promise<Committed> {
-    return this.locked(jobs, async (trx, locked, now) => {
+  private run(jobs: AcceptJob[], mailboxIds: readonly number[]): Promise<Committed> {
+    return this.locked(mailboxIds, async (trx, locked, now) => {
       const stamped = stampBatch(jobs, locked, now);
       const inserted = await this.envelopes.insertEnvelopes(trx, stamped.envelopes);
       for (const job of jobs) {

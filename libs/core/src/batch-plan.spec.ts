@@ -100,6 +100,26 @@ describe('batch plan', () => {
     expect(expectedSeqs(plan, known)).toEqual([9, 40]);
   });
 
+  it('the compare in the lock-free order (known as the jobs name them) and with an id taken in between', () => {
+    const jobs = [job('A', [3, 1]), job('B', [1, 2]), job('C', [4])];
+    const known = [state(3, 30, 0), state(1, 10, 0), state(2, 20, 0), state(4, 40, 0)];
+    const plan = planBatch(jobs, known, 1);
+    expect(plan.states.map((s) => [s.agent_id, s.last_seq])).toEqual([
+      [3, 31],
+      [1, 12],
+      [2, 21],
+      [4, 41],
+    ]);
+    expect(expectedSeqs(plan, known)).toEqual([30, 10, 20, 40]);
+    const skipped = allocateEntries(jobs, stampBatch(jobs, known, 1), known, 1, (j) => j.envelopeId !== 'A');
+    expect(skipped.states.map((s) => s.agent_id)).toEqual([1, 2, 4]);
+    expect(expectedSeqs(skipped, known)).toEqual([10, 20, 40]);
+  });
+
+  it('refuses a recipient whose mailbox state is not among those given', () => {
+    expect(() => planBatch([job('A', [1, 2])], [state(1, 0, 0)], 1)).toThrow('mailbox 2');
+  });
+
   it('lists each recipient mailbox once', () => {
     expect(mailboxesOf([job('A', [3, 1]), job('B', [1, 2])])).toEqual([3, 1, 2]);
   });

@@ -1,5 +1,5 @@
 import type { EntryRow, EnvelopeRow, MailboxState } from '#db';
-import { headerJsonOf, nextCreatedAt, type HeaderExtensions, type StoredEnvelope, type TypeHint } from '#domain';
+import { headerJsonOf, type HeaderExtensions, type StoredEnvelope, type TypeHint } from '#domain';
 
 /** One recipient of an accept job. */
 export interface AcceptRecipient {
@@ -65,17 +65,21 @@ export interface BatchPlan extends Committed, Stamped {
 
 /**
  * Stamp every job of a batch: `created_at` strictly above each recipient mailbox's last one and
- * above the jobs before it in the batch (DESIGN.md), and the header that carries it.
+ * above the jobs before it in the batch (DESIGN.md), and the header that carries it. The hot loop
+ * of every batch (50 recipients an envelope): `nextCreatedAt`'s rule inline, no array per job.
  */
 export function stampBatch(jobs: readonly AcceptJob[], locked: readonly MailboxState[], now: number): Stamped {
-  const lastCreatedAt = new Map(locked.map((state) => [state.agent_id, state.last_created_at]));
+  const lastCreatedAt = new Map<number, number>();
+  for (const state of locked) lastCreatedAt.set(state.agent_id, state.last_created_at);
   const stamped: Stamped = { createdAts: [], headers: [], envelopes: [] };
   for (const job of jobs) {
-    const createdAt = nextCreatedAt(
-      now,
-      job.recipients.map((r) => lastCreatedAt.get(r.agentId)!),
-    );
-    for (const r of job.recipients) lastCreatedAt.set(r.agentId, createdAt);
+    const recipients = job.recipients;
+    let createdAt = now;
+    for (let i = 0; i < recipients.length; i++) {
+      const last = lastCreatedAt.get(recipients[i].agentId)!;
+      if (last >= createdAt) createdAt = last + 1;
+    }
+    for (let i = 0; i < recipients.length; i++) lastCreatedAt.set(recipients[i].agentId, createdAt);
     const header = headerJsonOf(job.stored, { ...job.derived, created_at: createdAt }, job.extensions);
     stamped.createdAts.push(createdAt);
     stamped.headers.push(header);
@@ -86,42 +90,60 @@ export function stampBatch(jobs: readonly AcceptJob[], locked: readonly MailboxS
 
 /**
  * Allocate the next `seq` of each recipient mailbox to every stored job, in order; a job whose id
- * was already taken (`stored` false) gets `exists` and advances nothing.
+ * was already taken (`stored` false) gets `exists` and advances nothing. The mailboxes' states are
+ * tracked by position in `locked` (one Map of ids to positions, no copy of each state); the states
+ * advanced are built once at the end, in the order each was first advanced.
  */
 export function allocateEntries(
   jobs: readonly AcceptJob[],
   stamped: Stamped,
   locked: readonly MailboxState[],
   now: number,
-  stored: (job: AcceptJob) => boolean = () => true,
+  stored?: (job: AcceptJob) => boolean,
 ): BatchPlan {
-  const states = new Map<number, MailboxState>(locked.map((state) => [state.agent_id, { ...state }]));
-  const plan: BatchPlan = { ...stamped, entries: [], states: [], outcomes: [] };
-  const changed = new Set<number>();
-  jobs.forEach((job, i) => {
-    if (!stored(job)) {
-      plan.outcomes.push({ kind: 'exists' });
-      return;
+  const slots = new Map<number, number>();
+  const seqs: number[] = [];
+  const createdAts: number[] = [];
+  for (let slot = 0; slot < locked.length; slot++) {
+    const state = locked[slot];
+    slots.set(state.agent_id, slot);
+    seqs.push(state.last_seq);
+    createdAts.push(state.last_created_at);
+  }
+  /** Positions in `locked` of the advanced mailboxes, in the order first advanced. */
+  const changed: number[] = [];
+  const seen = new Uint8Array(locked.length);
+  const entries: EntryRow[] = [];
+  const outcomes: AcceptOutcome[] = [];
+  for (let i = 0; i < jobs.length; i++) {
+    const job = jobs[i];
+    if (stored !== undefined && !stored(job)) {
+      outcomes.push({ kind: 'exists' });
+      continue;
     }
     const createdAt = stamped.createdAts[i];
-    const allocated = job.recipients.map((r) => {
-      const state = states.get(r.agentId)!;
-      state.last_seq += 1;
-      state.last_created_at = createdAt;
-      changed.add(r.agentId);
-      plan.entries.push({
-        mailbox_id: r.agentId,
-        seq: state.last_seq,
-        envelope_id: job.envelopeId,
-        created_at: createdAt,
-        kind: r.kind,
-      });
-      return { mailboxId: r.agentId, seq: state.last_seq };
-    });
-    plan.outcomes.push({ kind: 'stored', createdAt, receivedMs: now, header: stamped.headers[i], entries: allocated });
-  });
-  plan.states = [...changed].map((id) => states.get(id)!);
-  return plan;
+    const recipients = job.recipients;
+    const allocated: Array<{ mailboxId: number; seq: number }> = [];
+    for (let j = 0; j < recipients.length; j++) {
+      const r = recipients[j];
+      const slot = slots.get(r.agentId);
+      if (slot === undefined) throw new Error(`mailbox ${r.agentId} is not among the batch's states`);
+      const seq = seqs[slot] + 1;
+      seqs[slot] = seq;
+      createdAts[slot] = createdAt;
+      if (seen[slot] === 0) {
+        seen[slot] = 1;
+        changed.push(slot);
+      }
+      entries.push({ mailbox_id: r.agentId, seq, envelope_id: job.envelopeId, created_at: createdAt, kind: r.kind });
+      allocated.push({ mailboxId: r.agentId, seq });
+    }
+    outcomes.push({ kind: 'stored', createdAt, receivedMs: now, header: stamped.headers[i], entries: allocated });
+  }
+  const states: MailboxState[] = [];
+  for (const slot of changed)
+    states.push({ agent_id: locked[slot].agent_id, last_seq: seqs[slot], last_created_at: createdAts[slot] });
+  return { ...stamped, entries, states, outcomes };
 }
 
 /** Stamp and allocate a batch as if every job is new (the one-statement paths). */
@@ -137,7 +159,7 @@ function envelopeRow(job: AcceptJob, createdAt: number, now: number, header: str
     received_ms: now,
     body: job.body,
     header,
-    recipients: job.recipients.map((r) => r.handle),
+    recipients: handlesOf(job.recipients),
     self_addressed: job.selfAddressed,
     search_text: job.searchText,
     receipt_for: job.receipt?.envelope_id ?? null,
@@ -146,10 +168,32 @@ function envelopeRow(job: AcceptJob, createdAt: number, now: number, header: str
   };
 }
 
-/** Each advanced mailbox's `last_seq` in `known`, in the order of `plan.states` (the compare of compare-and-set). */
+function handlesOf(recipients: ReadonlyArray<AcceptRecipient>): string[] {
+  const handles = new Array<string>(recipients.length);
+  for (let i = 0; i < recipients.length; i++) handles[i] = recipients[i].handle;
+  return handles;
+}
+
+/**
+ * Each advanced mailbox's `last_seq` in `known`, in the order of `plan.states` (the compare of
+ * compare-and-set). On the lock-free path every mailbox of `known` advances, in the same order
+ * (both the order of first appearance in the jobs): read by position, by id only when not.
+ */
 export function expectedSeqs(plan: Committed, known: readonly MailboxState[]): number[] {
-  const before = new Map(known.map((state) => [state.agent_id, state.last_seq]));
-  return plan.states.map((state) => before.get(state.agent_id)!);
+  const states = plan.states;
+  const seqs = new Array<number>(states.length);
+  let before: Map<number, number> | undefined;
+  for (let i = 0; i < states.length; i++) {
+    const id = states[i].agent_id;
+    const same = known[i];
+    if (same !== undefined && same.agent_id === id) {
+      seqs[i] = same.last_seq;
+      continue;
+    }
+    before ??= new Map(known.map((state) => [state.agent_id, state.last_seq]));
+    seqs[i] = before.get(id)!;
+  }
+  return seqs;
 }
 
 /**
@@ -159,7 +203,9 @@ export function expectedSeqs(plan: Committed, known: readonly MailboxState[]): n
 export function lookedUpStates(jobs: readonly AcceptJob[]): Map<number, MailboxState> {
   const seen = new Map<number, MailboxState>();
   for (const job of jobs) {
-    for (const r of job.recipients) {
+    const recipients = job.recipients;
+    for (let i = 0; i < recipients.length; i++) {
+      const r = recipients[i];
       if (r.lastSeq === undefined || r.lastCreatedAt === undefined) continue;
       const known = seen.get(r.agentId);
       if (known === undefined || known.last_seq < r.lastSeq)
@@ -169,7 +215,18 @@ export function lookedUpStates(jobs: readonly AcceptJob[]): Map<number, MailboxS
   return seen;
 }
 
-/** The distinct recipient mailboxes of some jobs. */
+/** The distinct recipient mailboxes of some jobs, in order of first appearance. */
 export function mailboxesOf(jobs: readonly AcceptJob[]): number[] {
-  return [...new Set(jobs.flatMap((job) => job.recipients.map((r) => r.agentId)))];
+  const seen = new Set<number>();
+  const ids: number[] = [];
+  for (const job of jobs) {
+    const recipients = job.recipients;
+    for (let i = 0; i < recipients.length; i++) {
+      const id = recipients[i].agentId;
+      if (seen.has(id)) continue;
+      seen.add(id);
+      ids.push(id);
+    }
+  }
+  return ids;
 }

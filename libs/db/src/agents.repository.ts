@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { CompiledQuery, sql, type Kysely, type Selectable } from 'kysely';
 import type { Agent, RecipientAgent } from '#domain';
 import { deleteAgents, releaseHandles } from './agent-deletion';
+import { textArray } from './array-params';
 import type { Database } from './database';
 import type { AgentsTable, BlocksTable, DB } from './schema';
 import { InjectDatabase } from './tokens';
@@ -55,11 +56,12 @@ type SenderRest = Omit<Agent, keyof RecipientAgent> & { blocked_by: string[] };
 
 /**
  * A row of `roost_senders_and_recipients`: a sender (with its token hash and the rest of its agent
- * as one JSON object) or a recipient (without either).
+ * as one JSON object), or the one row of all the recipients found (`recipients`: a JSON array of
+ * them, null when none was found or named).
  */
-type SenderOrRecipientRow =
-  | (LookedUpRecipient & { token_hash: string; sender: SenderRest })
-  | (LookedUpRecipient & { token_hash: null; sender: null });
+type SenderOrRecipientsRow =
+  | (RecipientAgent & { token_hash: string; sender: SenderRest; recipients: null })
+  | { token_hash: null; recipients: LookedUpRecipient[] | null };
 
 const quoted = (columns: readonly string[]) => columns.map((column) => `"${column}"`).join(', ');
 /** `json_build_object` arguments: a sender's columns besides a recipient's. */
@@ -68,12 +70,16 @@ const SENDER_REST = AGENT_COLUMNS.filter((column) => !(RECIPIENT_COLUMNS as read
   .join('');
 
 /**
- * The senders (by token hash, $1) and the recipients (by handle, $2) of many requests. A recipient
- * row is its policy columns alone (a send names tens); a sender's other columns ride in one JSON
- * object. The blocks between the two sets are joined once and listed per sender (which recipients
- * blocked it) rather than looked up per recipient. Each recipient's mailbox state is read by one
- * index probe (`offset 0` keeps the subquery a probe: as a plain join, the generic plan of a small
- * database hashed the whole mailboxes table).
+ * The senders (by token hash, $1) and the recipients (by handle, $2) of many requests. The
+ * recipients come back as ONE row holding a JSON array of them (`json_agg`: one string that
+ * JSON.parse reads at once, where a row per recipient cost `pg` a row object and a type parser per
+ * column, an array literal parse for each allowlist among them); each element carries the policy
+ * columns and the mailbox state, keys named as the columns. A sender's other columns ride in one
+ * JSON object. The blocks between the two sets are joined once and listed per sender (which
+ * recipients blocked it) rather than looked up per recipient. Each recipient's mailbox state is
+ * read by one index probe (`offset 0` keeps the subquery a probe: as a plain join, the generic plan
+ * of a small database hashed the whole mailboxes table). Both parameters are bound as binary
+ * `text[]` (`textArray`): no array literal built and escaped per handle, none parsed.
  */
 const SENDERS_AND_RECIPIENTS_SQL = `
   with senders as (select token_hash, ${quoted(AGENT_COLUMNS)} from agents where token_hash = any($1::text[])),
@@ -84,12 +90,13 @@ const SENDERS_AND_RECIPIENTS_SQL = `
   blocks_of_senders as materialized (
     select r.handle as blocker, b.blocked_handle from recipients r join blocks b on b.agent_id = r.id
     where b.blocked_handle in (select handle from senders))
-  select token_hash, ${quoted(RECIPIENT_COLUMNS)}, null::bigint as last_seq, null::bigint as last_created_at,
+  select token_hash, ${quoted(RECIPIENT_COLUMNS)},
          json_build_object(${SENDER_REST}
-           'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender
+           'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender,
+         null::json as recipients
   from senders s
   union all
-  select null, ${quoted(RECIPIENT_COLUMNS)}, last_seq, last_created_at, null from recipients`;
+  select null, ${RECIPIENT_COLUMNS.map(() => 'null').join(', ')}, null, (select json_agg(r) from recipients r)`;
 
 /** A new agent's columns; the rest (id, allowlist, updated_at, deleted_at) the insert sets. */
 export type NewAgent = Omit<
@@ -134,7 +141,7 @@ export class AgentsRepository {
     tokenHashes: readonly string[],
     handles: readonly string[],
   ): Promise<SendersAndRecipients> {
-    const rows = await this.database.prepared<SenderOrRecipientRow>(
+    const rows = await this.database.prepared<SenderOrRecipientsRow>(
       'roost_senders_and_recipients',
       this.sendersAndRecipientsQuery(tokenHashes, handles),
     );
@@ -142,7 +149,8 @@ export class AgentsRepository {
     const recipients: SendersAndRecipients['recipients'] = new Map();
     for (const row of rows) {
       if (row.token_hash === null) {
-        recipients.set(row.handle, row);
+        if (row.recipients !== null)
+          for (const recipient of row.recipients) recipients.set(recipient.handle, recipient);
       } else {
         const { blocked_by, ...rest } = row.sender;
         const agent: Agent = { id: row.id, handle: row.handle, policy: row.policy, allowlist: row.allowlist, ...rest };
@@ -165,7 +173,7 @@ export class AgentsRepository {
   }
 
   private sendersAndRecipientsQuery(tokenHashes: readonly string[], handles: readonly string[]): CompiledQuery {
-    return CompiledQuery.raw(SENDERS_AND_RECIPIENTS_SQL, [tokenHashes, handles]);
+    return CompiledQuery.raw(SENDERS_AND_RECIPIENTS_SQL, [textArray(tokenHashes), textArray(handles)]);
   }
 
   findById(id: number): Promise<Agent | undefined> {

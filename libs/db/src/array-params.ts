@@ -36,25 +36,76 @@ function writeHeader(buffer: Buffer, length: number, hasNull: boolean, oid: numb
   return 20;
 }
 
+/** Strings up to this long are measured and copied in JS (a native call each costs more). */
+const SHORT = 64;
+
+/** Big-endian 32-bit `value` at `offset` (what `writeInt32BE` does, without its checks). */
+function put32(buffer: Buffer, offset: number, value: number): void {
+  buffer[offset] = value >>> 24;
+  buffer[offset + 1] = value >>> 16;
+  buffer[offset + 2] = value >>> 8;
+  buffer[offset + 3] = value;
+}
+
+/** UTF-8 length of `value`: a short ASCII string's is its length. */
+function utf8Length(value: string): number {
+  if (value.length > SHORT) return Buffer.byteLength(value, 'utf8');
+  for (let i = 0; i < value.length; i++) if (value.charCodeAt(i) > 0x7f) return Buffer.byteLength(value, 'utf8');
+  return value.length;
+}
+
+/**
+ * The elements are often the same value over and over (an entry row per recipient repeats its
+ * envelope's id, and `kind`): a value equal to the one before is copied from the bytes already
+ * written, a short ASCII one written byte by byte, only others encoded by `Buffer.write`.
+ */
 export function encodeTextArray(values: readonly (string | null)[]): Buffer {
   let size = values.length === 0 ? 12 : 20;
   let hasNull = false;
-  for (const value of values) {
-    if (value === null) hasNull = true;
-    else size += Buffer.byteLength(value, 'utf8');
+  let previous: string | null = null;
+  let previousBytes = 0;
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i];
     size += 4;
+    if (value === null) {
+      hasNull = true;
+      continue;
+    }
+    if (value !== previous) {
+      previous = value;
+      previousBytes = utf8Length(value);
+    }
+    size += previousBytes;
   }
   const buffer = Buffer.allocUnsafe(size);
   let offset = writeHeader(buffer, values.length, hasNull, TEXT_OID);
-  for (const value of values) {
+  previous = null;
+  let previousAt = 0;
+  let previousLength = 0;
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i];
     if (value === null) {
-      buffer.writeInt32BE(-1, offset);
+      put32(buffer, offset, -1);
       offset += 4;
       continue;
     }
-    const written = buffer.write(value, offset + 4, 'utf8');
-    buffer.writeInt32BE(written, offset);
-    offset += 4 + written;
+    const at = offset + 4;
+    let written: number;
+    if (value === previous) {
+      written = previousLength;
+      if (written <= 8) for (let k = 0; k < written; k++) buffer[at + k] = buffer[previousAt + k];
+      else buffer.copyWithin(at, previousAt, previousAt + written);
+    } else if (value.length <= SHORT && utf8Length(value) === value.length) {
+      written = value.length;
+      for (let k = 0; k < written; k++) buffer[at + k] = value.charCodeAt(k);
+    } else {
+      written = buffer.write(value, at, 'utf8');
+    }
+    put32(buffer, offset, written);
+    previous = value;
+    previousAt = at;
+    previousLength = written;
+    offset = at + written;
   }
   return offset === size ? buffer : buffer.subarray(0, offset);
 }
@@ -64,18 +115,19 @@ export function encodeBigintArray(values: readonly (number | null)[]): Buffer {
   // 12 bytes per element (length + int8), 4 for a null.
   const buffer = Buffer.allocUnsafe((values.length === 0 ? 12 : 20) + values.length * 12);
   let offset = writeHeader(buffer, values.length, hasNull, INT8_OID);
-  for (const value of values) {
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i];
     if (value === null) {
-      buffer.writeInt32BE(-1, offset);
+      put32(buffer, offset, -1);
       offset += 4;
       continue;
     }
     if (!Number.isSafeInteger(value)) throw new RangeError(`not a bigint parameter: ${value}`);
-    buffer.writeInt32BE(8, offset);
+    put32(buffer, offset, 8);
     // Two's complement halves: floor keeps the high word right for negative values.
     const high = Math.floor(value / TWO_32);
-    buffer.writeInt32BE(high, offset + 4);
-    buffer.writeUInt32BE(value - high * TWO_32, offset + 8);
+    put32(buffer, offset + 4, high);
+    put32(buffer, offset + 8, value - high * TWO_32);
     offset += 12;
   }
   return buffer.subarray(0, offset);
