@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { EnvelopesRepository, migrate, openPostgres, type Database, type EntryRow, type EnvelopeRow } from '#db';
+import {
+  EnvelopesRepository,
+  loadMigrations,
+  migrate,
+  openPostgres,
+  type Database,
+  type EntryRow,
+  type EnvelopeRow,
+} from '#db';
 import { ulid } from '#domain';
 import { round, scratchDatabase } from './support';
 import type { ScratchDatabase } from './database';
@@ -17,7 +25,8 @@ const GROUPS = AGENTS / PER_ENVELOPE;
  */
 interface Variant {
   name: string;
-  ddl: string[];
+  /** Statements run on a migrated database; a function is called when the variant is set up. */
+  ddl: Array<string | (() => string)>;
   advance?: boolean;
   searchText?: boolean;
 }
@@ -30,22 +39,16 @@ const SCHEMA_0006 = [
   'ALTER TABLE mailbox_entries ADD CONSTRAINT mailbox_entries_mailbox_id_fkey FOREIGN KEY (mailbox_id) REFERENCES mailboxes (agent_id) ON DELETE CASCADE',
   'ALTER TABLE mailbox_entries ADD CONSTRAINT mailbox_entries_envelope_id_fkey FOREIGN KEY (envelope_id) REFERENCES envelopes (id) ON DELETE CASCADE',
 ];
-/** Back to migration 0007's parent check: no lock on the parents, plans that may scan (replaced by 0008). */
-const CHECK_0007 = `CREATE OR REPLACE FUNCTION roost_entries_check_parents() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-  mailbox_ids bigint[] := ARRAY(SELECT DISTINCT mailbox_id FROM roost_added);
-  envelope_ids text[] := ARRAY(SELECT DISTINCT envelope_id FROM roost_added);
-BEGIN
-  IF (SELECT count(*) FROM mailboxes WHERE agent_id = ANY (mailbox_ids)) <> cardinality(mailbox_ids) THEN
-    RAISE EXCEPTION 'mailbox entry without its mailbox' USING ERRCODE = 'foreign_key_violation';
-  END IF;
-  IF (SELECT count(*) FROM envelopes WHERE id = ANY (envelope_ids)) <> cardinality(envelope_ids) THEN
-    RAISE EXCEPTION 'mailbox entry without its envelope' USING ERRCODE = 'foreign_key_violation';
-  END IF;
-  RETURN NULL;
-END
-$$`;
+/**
+ * Back to migration 0007's parent check (no lock on the parents, plans that may scan; replaced by
+ * 0008): its `CREATE FUNCTION` statement, read from the migration itself.
+ */
+function check0007(): string {
+  const sql = loadMigrations().find((m) => m.version === '0007_entries_without_row_fks')?.sql ?? '';
+  const statement = /CREATE FUNCTION roost_entries_check_parents\(\)[\s\S]*?\$\$;/.exec(sql)?.[0];
+  if (!statement) throw new Error('0007_entries_without_row_fks: roost_entries_check_parents not found');
+  return statement.replace('CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION').replace(/;$/, '');
+}
 const DROP_FK_MAILBOX = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_mailbox_id_fkey';
 const DROP_FK_ENVELOPE = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_envelope_id_fkey';
 
@@ -73,7 +76,7 @@ const VARIANTS: Variant[] = [
     ],
   },
   { name: 'as_migrated', ddl: [] },
-  { name: 'migrated_check_as_0007', ddl: [CHECK_0007] },
+  { name: 'migrated_check_as_0007', ddl: [check0007] },
   { name: 'migrated_no_parent_check', ddl: ['DROP TRIGGER mailbox_entries_check_parents ON mailbox_entries'] },
 ];
 
@@ -136,7 +139,7 @@ async function setUp(variant: Variant): Promise<Target> {
       [[...handles, '@bench.sender'], now],
     );
     await admin.query('INSERT INTO mailboxes (agent_id) SELECT id FROM agents');
-    for (const statement of variant.ddl) await admin.query(statement);
+    for (const statement of variant.ddl) await admin.query(typeof statement === 'string' ? statement : statement());
     // A young database whose plans are never made again: no autovacuum ANALYZE of the growing tables.
     if (process.env.ROOST_BENCH_NO_AUTOANALYZE === '1') {
       for (const table of ['envelopes', 'mailboxes', 'mailbox_entries']) {

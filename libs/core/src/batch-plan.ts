@@ -1,5 +1,5 @@
 import type { EntryRow, EnvelopeRow, MailboxState } from '#db';
-import { headerJsonOf, type HeaderExtensions, type StoredEnvelope, type TypeHint } from '#domain';
+import { createdAtAbove, headerJsonOf, type HeaderExtensions, type StoredEnvelope, type TypeHint } from '#domain';
 
 /** One recipient of an accept job. */
 export interface AcceptRecipient {
@@ -66,7 +66,8 @@ export interface BatchPlan extends Committed, Stamped {
 /**
  * Stamp every job of a batch: `created_at` strictly above each recipient mailbox's last one and
  * above the jobs before it in the batch (DESIGN.md), and the header that carries it. The hot loop
- * of every batch (50 recipients an envelope): `nextCreatedAt`'s rule inline, no array per job.
+ * of every batch (50 recipients an envelope): `nextCreatedAt`'s rule a step at a time
+ * (`createdAtAbove`), no array per job.
  */
 export function stampBatch(jobs: readonly AcceptJob[], locked: readonly MailboxState[], now: number): Stamped {
   const lastCreatedAt = new Map<number, number>();
@@ -75,10 +76,8 @@ export function stampBatch(jobs: readonly AcceptJob[], locked: readonly MailboxS
   for (const job of jobs) {
     const recipients = job.recipients;
     let createdAt = now;
-    for (let i = 0; i < recipients.length; i++) {
-      const last = lastCreatedAt.get(recipients[i].agentId)!;
-      if (last >= createdAt) createdAt = last + 1;
-    }
+    for (let i = 0; i < recipients.length; i++)
+      createdAt = createdAtAbove(createdAt, lastCreatedAt.get(recipients[i].agentId)!);
     for (let i = 0; i < recipients.length; i++) lastCreatedAt.set(recipients[i].agentId, createdAt);
     const header = headerJsonOf(job.stored, { ...job.derived, created_at: createdAt }, job.extensions);
     stamped.createdAts.push(createdAt);

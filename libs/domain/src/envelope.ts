@@ -140,6 +140,11 @@ export function listingHeaderOf(headerJson: string, direction?: FeedDirection, u
 /** `created_at` strictly greater than every recipient mailbox's last one, and never before the clock. */
 export function nextCreatedAt(now: number, lastCreatedAts: readonly number[]): number {
   let createdAt = now;
-  for (const last of lastCreatedAts) if (last >= createdAt) createdAt = last + 1;
+  for (const last of lastCreatedAts) createdAt = createdAtAbove(createdAt, last);
   return createdAt;
+}
+
+/** One step of `nextCreatedAt`: `createdAt`, raised past one mailbox's `last` created_at if needed. */
+export function createdAtAbove(createdAt: number, last: number): number {
+  return last >= createdAt ? last + 1 : createdAt;
 }
