@@ -139,10 +139,12 @@ export interface AcceptOptions {
   client?: SenderClient;
   extraEnv?: Record<string, string>;
   label?: string;
+  /** Recipients' mailboxes: sender i posts to inbox i mod `inboxes` (default 1: every sender to one). */
+  inboxes?: number;
 }
 
 /**
- * 32 senders post ~1 KB envelopes to one recipient on a fresh operator with new agents, from the
+ * 32 senders post ~1 KB envelopes to one recipient (or, with `inboxes`, sender i to inbox i mod N) on a fresh operator with new agents, from the
  * very first request: the first FIRST_SECONDS seconds are reported second by second, the rest as
  * the steady figures. Options: ROOST_BENCH_SECONDS (default 20, steady part); ROOST_BENCH_APIS
  * (default 1, postgres mode only): operator processes sharing the database, sender i posting to
@@ -152,6 +154,8 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   const mode = options.mode ?? 'postgres';
   const client = options.client ?? 'light';
   const extraEnv = options.extraEnv ?? {};
+  const inboxes = Math.max(1, Math.min(SENDERS, options.inboxes ?? 1));
+  const inboxOf = (w: number) => (w % inboxes === 0 ? '@bench.inbox' : `@bench.inbox${w % inboxes}`);
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
   const loadBefore = round(loadavg()[0]);
   const apis = mode === 'embedded' ? 1 : Math.max(1, Number(process.env.ROOST_BENCH_APIS ?? 1));
@@ -171,17 +175,17 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   ];
   const clients = senders(client, nodes);
   try {
-    await createAgent(op, '@bench.inbox');
+    for (let i = 0; i < inboxes; i++) await createAgent(op, inboxOf(i));
     const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
-    const envelopeBody = (id: string) =>
+    const envelopeBody = (id: string, w = 0) =>
       JSON.stringify({
         id,
-        to: ['@bench.inbox'],
+        to: [inboxOf(w)],
         date_ms: Date.now(),
         subject: `bench ${randomBytes(3).toString('hex')}`,
         content_parts: [{ type: 'text', text: TEXT }],
       });
-    const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(ulid()))) === 202;
+    const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(ulid(), w))) === 202;
     const before = await Promise.all(
       nodes.map((n) =>
         request(n.url, 'GET', '/metrics', undefined)
@@ -222,6 +226,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
           ? 'embedded PGlite, ROOST_ROLE=all'
           : `ROOST_ROLE=all on Postgres${process.env.REDIS_URL ? ' + Redis' : ''}`,
       client,
+      inboxes,
       api_processes: nodes.length,
       senders: SENDERS,
       seconds,

@@ -17,6 +17,7 @@ import { triageScenario } from './triage';
 const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Record<string, unknown>>>> = {
   accept: () => acceptScenario({ label: 'accept' }),
   'accept-http': () => acceptScenario({ client: 'node-http', label: 'accept-http' }),
+  'accept-spread': () => acceptScenario({ inboxes: 32, label: 'accept-spread' }),
   'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
   'accept-embedded-http': () =>
     acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),

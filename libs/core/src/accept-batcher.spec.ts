@@ -2,7 +2,7 @@ import { loadConfig } from '#config';
 import type { EnvelopesRepository, MailboxState } from '#db';
 import { AsmtpError } from '#domain';
 import { Metrics } from '#metrics';
-import { AcceptBatcher, type AcceptJob } from './accept-batcher';
+import { AcceptBatcher, BESIDE_PATIENCE_MS, type AcceptJob } from './accept-batcher';
 
 /** A repository whose transactions the test releases by hand (each waits, like one on a locked row). */
 function gatedRepository() {
@@ -290,5 +290,79 @@ describe('AcceptBatcher stage timings', () => {
     transactions[1].release();
     await second;
     expect(await countOf(metrics, 'write')).toBe(2);
+  });
+});
+
+describe('AcceptBatcher batches beside one in flight', () => {
+  // batchMax 8: two ready jobs (a quarter) justify a batch beside one in flight.
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
+    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+    ROOST_ACCEPT_WRITERS: '4',
+    ROOST_ACCEPT_BATCH_MAX: '8',
+  });
+
+  it('a lone job starts at once; a job for another mailbox waits for the batch in flight and joins the next one with the rest', async () => {
+    const gated = gatedRepository();
+    const batcher = new AcceptBatcher(gated.repository, new Metrics(), config);
+    const first = batcher.submit(job('A', 1));
+    expect(gated.transactions).toHaveLength(1); // nothing in flight: no wait
+    const second = batcher.submit(job('B', 2)); // one ready job, fewer than a quarter of a batch
+    expect(gated.transactions).toHaveLength(1);
+    const third = batcher.submit(job('C', 1)); // its mailbox is held: not ready
+    expect(gated.transactions).toHaveLength(1);
+    gated.transactions[0].release();
+    await first;
+    await flush();
+    // B and C went together, in one batch, once A's batch ended.
+    expect(gated.transactions).toHaveLength(2);
+    gated.transactions[1].release();
+    await expect(second).resolves.toMatchObject({ kind: 'stored', entries: [{ mailboxId: 2, seq: 1 }] });
+    await expect(third).resolves.toMatchObject({ kind: 'stored', entries: [{ mailboxId: 1 }] });
+  });
+
+  it('a quarter of a batch ready starts beside the batch in flight at once', async () => {
+    const gated = gatedRepository();
+    const batcher = new AcceptBatcher(gated.repository, new Metrics(), config);
+    const first = batcher.submit(job('A', 1));
+    const second = batcher.submit(job('B', 2));
+    const third = batcher.submit(job('C', 3)); // the second ready job: 2 of batchMax 8
+    expect(gated.transactions).toHaveLength(2);
+    gated.transactions[1].release();
+    await expect(Promise.all([second, third])).resolves.toHaveLength(2);
+    gated.transactions[0].release();
+    await first;
+  });
+
+  it(`a batch in flight for ${BESIDE_PATIENCE_MS} ms no longer holds up other mailboxes`, async () => {
+    const gated = gatedRepository();
+    const batcher = new AcceptBatcher(gated.repository, new Metrics(), config);
+    const first = batcher.submit(job('A', 1)); // stuck, as on a row lock
+    const second = batcher.submit(job('B', 2));
+    expect(gated.transactions).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, BESIDE_PATIENCE_MS * 4));
+    expect(gated.transactions).toHaveLength(2); // B started beside the stuck batch
+    gated.transactions[1].release();
+    await expect(second).resolves.toMatchObject({ kind: 'stored' });
+    gated.transactions[0].release();
+    await first;
+  });
+
+  it('with batching off (batch max 1) every job starts beside the others while a writer is free, as before', async () => {
+    const gated = gatedRepository();
+    const single = loadConfig({
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
+      ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+      ROOST_ACCEPT_WRITERS: '2',
+      ROOST_ACCEPT_BATCH_MAX: '1',
+    });
+    const batcher = new AcceptBatcher(gated.repository, new Metrics(), single);
+    const jobs = [batcher.submit(job('A', 1)), batcher.submit(job('B', 2)), batcher.submit(job('C', 3))];
+    expect(gated.transactions).toHaveLength(2); // two writers
+    gated.transactions.forEach((t) => t.release());
+    await Promise.all(jobs.slice(0, 2));
+    await flush();
+    gated.transactions[2].release();
+    await jobs[2];
   });
 });
