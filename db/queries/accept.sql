@@ -9,6 +9,9 @@ where agent_id = any($1::bigint[])
 order by agent_id
 for update;
 
+-- EnvelopesRepository.policyCurrent (kept lookups, locking path) (prepared roost_assert_policy)
+select roost_assert_policy($1::bigint) as ok;
+
 -- EnvelopesRepository.insertEnvelopes (prepared roost_insert_envelopes)
 insert into envelopes (id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search,
                        receipt_for, receipt_status, guard_override)
@@ -118,9 +121,9 @@ from unnest(
 ) as u(agent_id, last_seq, last_created_at, expected_seq)
 where m.agent_id = u.agent_id and m.last_seq = u.expected_seq
 returning m.agent_id)
-  select roost_assert_accept(
-    (select count(*) from advanced) = $22::bigint,
-    (select count(*) from inserted) = $23::bigint) as ok;
+  select roost_assert_policy($22::bigint) and roost_assert_accept(
+    (select count(*) from advanced) = $23::bigint,
+    (select count(*) from inserted) = $24::bigint) as ok;
 
 -- EnvelopesRepository.claimFiles (prepared roost_claim_files)
 update "files" set "envelope_id" = $1 where "id" = any($2::text[]) and "uploader_id" = $3 and "envelope_id" is null returning "id";

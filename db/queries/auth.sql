@@ -12,10 +12,11 @@ blocks_of_senders as materialized (
 select token_hash, "id", "handle", "policy", "allowlist",
        json_build_object('display_name', "display_name", 'description', "description", 'card_body', "card_body", 'visibility', "visibility", 'content_guard', "content_guard", 'retention_days', "retention_days", 'created_at', "created_at", 'updated_at', "updated_at",
          'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender,
-       null::json as recipients
+       null::json as recipients, null::bigint as policy_epoch
 from senders s
 union all
-select null, null, null, null, null, null, (select json_agg(r) from recipients r);
+select null, null, null, null, null, null, (select json_agg(r) from recipients r),
+       (select epoch from policy_epoch where singleton);
 
 -- OrgsRepository.findByTokenHash (organization admin token)
 select "name", "retention_days", "content_guard", "max_agents", "created_at", "updated_at" from "orgs" where "admin_token_hash" = $1;

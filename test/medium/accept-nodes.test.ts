@@ -6,7 +6,9 @@ import { startOperator, envelope, type TestOperator } from '../support/operator'
  * newer of the mailbox state its own commits left and the one the sender's lookup read (one
  * statement, no lock); when the other node moved a mailbox on since, that statement must fail
  * whole and the batch take the locking path, so the mailbox stays gapless and ordered, with
- * nothing lost or doubled.
+ * nothing lost or doubled. Both nodes look every send up afresh (ROOST_ACCEPT_KEEP_LOOKUPS_MS=0,
+ * the setting for pods taking turns on hot mailboxes): a kept lookup carries no mailbox state
+ * (test/medium/kept-lookups.test.ts covers two nodes with kept lookups).
  */
 describe('accept path with two api nodes writing to one mailbox', () => {
   let a: TestOperator;
@@ -14,11 +16,11 @@ describe('accept path with two api nodes writing to one mailbox', () => {
   let db: pg.Client;
 
   beforeAll(async () => {
-    a = await startOperator({ backend: 'postgres' });
+    a = await startOperator({ backend: 'postgres', env: { ROOST_ACCEPT_KEEP_LOOKUPS_MS: '0' } });
     b = await startOperator({
       backend: 'postgres',
       databaseUrl: a.config.databaseUrl!,
-      env: { ROOST_ADMIN_TOKEN: a.adminToken },
+      env: { ROOST_ADMIN_TOKEN: a.adminToken, ROOST_ACCEPT_KEEP_LOOKUPS_MS: '0' },
     });
     db = new pg.Client({ connectionString: a.config.databaseUrl! });
     await db.connect();

@@ -50,6 +50,9 @@ const CATALOGUE: Record<string, { type: string; labels: string[] }> = {
   // Moved by admin reads: test/medium/console-api.test.ts.
   roost_admin_reads_total: { type: 'counter', labels: ['route'] },
   roost_auth_unknown_token_hits_total: { type: 'counter', labels: [] },
+  // Moved by kept sender lookups and policy changes under them: test/medium/kept-lookups.test.ts.
+  roost_auth_kept_lookups_total: { type: 'counter', labels: [] },
+  roost_accept_policy_stale_total: { type: 'counter', labels: [] },
   roost_stream_read_lag_seconds: { type: 'histogram', labels: [] },
   roost_commit_to_socket_seconds: { type: 'histogram', labels: [] },
   roost_receipts_total: { type: 'counter', labels: ['status'] },

@@ -136,6 +136,9 @@ describe.each(['postgres', 'pglite'] as const)('migration 0007 on %s: entry rule
       receipt_status: null,
       guard_override: null,
     };
+    // Today's statement also checks the policy epoch: its function (0009) on this 0007 schema.
+    const policyEpoch = loadMigrations().filter((m) => m.version === '0009_policy_epoch');
+    expect(await migrate(database, policyEpoch)).toEqual(['0009_policy_epoch']);
     // No mailbox state to advance (as if the planner never saw it): the parent check alone refuses.
     expect(
       await envelopes.insertAllIfCurrent(

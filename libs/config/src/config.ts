@@ -50,6 +50,11 @@ export interface Config {
     batchMax: number;
     /** Concurrent accept transactions per process. */
     writers: number;
+    /**
+     * How long a send's sender lookup is kept for the same token's next sends to the same
+     * recipients (ROOST_ACCEPT_KEEP_LOOKUPS_MS; 0: every send looks up afresh).
+     */
+    keepLookupsMs: number;
   };
   http: {
     requestTimeoutMs: number;
@@ -271,6 +276,7 @@ export function loadConfig(env: Env = process.env): Config {
     accept: {
       batchMax: integer(env, 'ROOST_ACCEPT_BATCH_MAX', 128, 1, 10_000),
       writers: integer(env, 'ROOST_ACCEPT_WRITERS', 4, 1, 64),
+      keepLookupsMs: integer(env, 'ROOST_ACCEPT_KEEP_LOOKUPS_MS', 60_000, 0, 3_600_000),
     },
     http: {
       requestTimeoutMs: integer(env, 'ROOST_HTTP_REQUEST_TIMEOUT_MS', 30_000, 1000, 3_600_000),

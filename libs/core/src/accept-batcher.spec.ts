@@ -115,7 +115,8 @@ describe('AcceptBatcher queue deadline', () => {
 /** A repository over in-memory mailbox states that another writer can move on. */
 function memoryRepository() {
   const seqs = new Map<number, number>();
-  const calls = { transactions: 0, lockFree: 0 };
+  const calls = { transactions: 0, lockFree: 0, epochs: [] as Array<number | null> };
+  const policy = { epoch: 1 };
   const stateOf = (agent_id: number): MailboxState => ({
     agent_id,
     last_seq: seqs.get(agent_id) ?? 0,
@@ -136,14 +137,23 @@ function memoryRepository() {
       for (const state of states) seqs.set(state.agent_id, state.last_seq);
       return new Set(envelopes.map((e) => e.id));
     },
-    insertAllIfCurrent: async (_envelopes: unknown, _entries: unknown, states: MailboxState[], expected: number[]) => {
+    policyCurrent: async (_trx: unknown, epoch: number) => epoch === policy.epoch,
+    insertAllIfCurrent: async (
+      _envelopes: unknown,
+      _entries: unknown,
+      states: MailboxState[],
+      expected: number[],
+      epoch: number | null = null,
+    ) => {
       calls.lockFree++;
+      calls.epochs.push(epoch);
+      if (epoch !== null && epoch !== policy.epoch) return 'policy_stale';
       if (states.some((state, i) => (seqs.get(state.agent_id) ?? 0) !== expected[i])) return 'stale';
       for (const state of states) seqs.set(state.agent_id, state.last_seq);
       return 'written';
     },
   };
-  return { seqs, calls, repository: repository as unknown as EnvelopesRepository };
+  return { seqs, calls, policy, repository: repository as unknown as EnvelopesRepository };
 }
 
 describe('AcceptBatcher lock-free path', () => {
@@ -160,21 +170,21 @@ describe('AcceptBatcher lock-free path', () => {
     batcher.now = () => clock;
 
     await expect(batcher.submit(job('A', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 1 }] });
-    expect(calls).toEqual({ transactions: 1, lockFree: 0 }); // nothing remembered yet: under the lock
+    expect(calls).toMatchObject({ transactions: 1, lockFree: 0 }); // nothing remembered yet: under the lock
     await expect(batcher.submit(job('B', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 2 }] });
-    expect(calls).toEqual({ transactions: 1, lockFree: 1 });
+    expect(calls).toMatchObject({ transactions: 1, lockFree: 1 });
 
     seqs.set(1, 5); // another node committed to the mailbox
     await expect(batcher.submit(job('C', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 6 }] });
-    expect(calls).toEqual({ transactions: 2, lockFree: 2 }); // stale, then the lock
+    expect(calls).toMatchObject({ transactions: 2, lockFree: 2 }); // stale, then the lock
     expect((await metrics.acceptLockFallbacks.get()).values[0].value).toBe(1);
 
     clock += 4_999;
     await batcher.submit(job('D', 1));
-    expect(calls).toEqual({ transactions: 3, lockFree: 2 }); // still contended
+    expect(calls).toMatchObject({ transactions: 3, lockFree: 2 }); // still contended
     clock += 1;
     await expect(batcher.submit(job('E', 1))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 8 }] });
-    expect(calls).toEqual({ transactions: 3, lockFree: 3 });
+    expect(calls).toMatchObject({ transactions: 3, lockFree: 3 });
   });
 });
 
@@ -196,7 +206,7 @@ describe('AcceptBatcher lock-free path with looked-up mailbox states', () => {
     const first = await batcher.submit(lookedUpJob('A', [[1, 3, 60_000]]));
     expect(first).toMatchObject({ kind: 'stored', entries: [{ mailboxId: 1, seq: 4 }] });
     expect(first.kind === 'stored' && first.createdAt).toBeGreaterThan(60_000);
-    expect(calls).toEqual({ transactions: 0, lockFree: 1 });
+    expect(calls).toMatchObject({ transactions: 0, lockFree: 1 });
 
     // A lookup older than this node's commit loses to the remembered state.
     await expect(batcher.submit(lookedUpJob('B', [[1, 3, 60_000]]))).resolves.toMatchObject({
@@ -207,7 +217,7 @@ describe('AcceptBatcher lock-free path with looked-up mailbox states', () => {
     await expect(batcher.submit(lookedUpJob('C', [[1, 9, 70_000]]))).resolves.toMatchObject({
       entries: [{ mailboxId: 1, seq: 10 }],
     });
-    expect(calls).toEqual({ transactions: 0, lockFree: 3 });
+    expect(calls).toMatchObject({ transactions: 0, lockFree: 3 });
     expect(await fallbacks(metrics)).toBe(0);
   });
 
@@ -216,14 +226,14 @@ describe('AcceptBatcher lock-free path with looked-up mailbox states', () => {
     const batcher = new AcceptBatcher(repository, new Metrics(), config);
     seqs.set(2, 7);
     await batcher.submit(job('A', 1)); // under the lock: now remembered
-    expect(calls).toEqual({ transactions: 1, lockFree: 0 });
+    expect(calls).toMatchObject({ transactions: 1, lockFree: 0 });
     await expect(batcher.submit(lookedUpJob('B', [1, [2, 7, 0]]))).resolves.toMatchObject({
       entries: [
         { mailboxId: 1, seq: 2 },
         { mailboxId: 2, seq: 8 },
       ],
     });
-    expect(calls).toEqual({ transactions: 1, lockFree: 1 });
+    expect(calls).toMatchObject({ transactions: 1, lockFree: 1 });
     await expect(batcher.submit(lookedUpJob('C', [1, 2, 3]))).resolves.toMatchObject({
       entries: [
         { mailboxId: 1, seq: 3 },
@@ -231,7 +241,7 @@ describe('AcceptBatcher lock-free path with looked-up mailbox states', () => {
         { mailboxId: 3, seq: 1 },
       ],
     });
-    expect(calls).toEqual({ transactions: 2, lockFree: 1 });
+    expect(calls).toMatchObject({ transactions: 2, lockFree: 1 });
   });
 
   it('a looked-up state another writer beat fails whole: the lock writes gapless, and the mailbox is contended', async () => {
@@ -244,16 +254,16 @@ describe('AcceptBatcher lock-free path with looked-up mailbox states', () => {
     await expect(batcher.submit(lookedUpJob('A', [[1, 4, 0]]))).resolves.toMatchObject({
       entries: [{ mailboxId: 1, seq: 6 }],
     });
-    expect(calls).toEqual({ transactions: 1, lockFree: 1 });
+    expect(calls).toMatchObject({ transactions: 1, lockFree: 1 });
     expect(await fallbacks(metrics)).toBe(1);
     // Two writers at once: a fresh lookup does not bring the mailbox back before CONTENDED_MS.
     await batcher.submit(lookedUpJob('B', [[1, 6, 0]]));
-    expect(calls).toEqual({ transactions: 2, lockFree: 1 });
+    expect(calls).toMatchObject({ transactions: 2, lockFree: 1 });
     clock += 5_000;
     await expect(batcher.submit(lookedUpJob('C', [[1, 7, 0]]))).resolves.toMatchObject({
       entries: [{ mailboxId: 1, seq: 8 }],
     });
-    expect(calls).toEqual({ transactions: 2, lockFree: 2 });
+    expect(calls).toMatchObject({ transactions: 2, lockFree: 2 });
   });
 });
 
@@ -364,5 +374,67 @@ describe('AcceptBatcher batches beside one in flight', () => {
     await flush();
     gated.transactions[2].release();
     await jobs[2];
+  });
+});
+
+describe('AcceptBatcher policy epoch of kept sender lookups', () => {
+  const config = loadConfig({
+    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
+    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+  });
+  const kept = (id: string, mailbox: number, policyEpoch: number): AcceptJob => ({ ...job(id, mailbox), policyEpoch });
+
+  it('commits with the epoch of its kept lookups, and on a moved epoch stores nothing of theirs (policy_stale)', async () => {
+    const { seqs, calls, policy, repository } = memoryRepository();
+    const batcher = new AcceptBatcher(repository, new Metrics(), config);
+    await batcher.submit(job('A', 1)); // under the lock: the state is remembered
+    await expect(batcher.submit(kept('B', 1, 1))).resolves.toMatchObject({ kind: 'stored' });
+    expect(calls.epochs).toEqual([1]);
+
+    policy.epoch = 2; // a block, a token rotation, a policy edit somewhere
+    await expect(batcher.submit(kept('C', 1, 1))).resolves.toEqual({ kind: 'policy_stale' });
+    expect(seqs.get(1)).toBe(2);
+    // Nothing about the mailbox was wrong: the next send (looked up afresh) is still lock-free.
+    await expect(batcher.submit(kept('D', 1, 2))).resolves.toMatchObject({ entries: [{ mailboxId: 1, seq: 3 }] });
+    expect(calls).toMatchObject({ transactions: 1, lockFree: 3 });
+  });
+
+  it("in one batch, a kept lookup older than another's is stale without a statement; a send looked up by the accept path commits", async () => {
+    const { calls, policy, repository } = memoryRepository();
+    const batcher = new AcceptBatcher(repository, new Metrics(), config);
+    await batcher.submit(job('A', 1));
+    await batcher.submit(job('B', 2));
+    policy.epoch = 3;
+    const [old, current, plain] = await Promise.all([
+      batcher.submit(kept('C', 1, 2)),
+      batcher.submit(kept('D', 2, 3)),
+      batcher.submit(job('E', 1)),
+    ]);
+    expect(old).toEqual({ kind: 'policy_stale' });
+    expect(current).toMatchObject({ kind: 'stored' });
+    expect(plain).toMatchObject({ kind: 'stored' });
+    expect(calls.epochs.at(-1)).toBe(3);
+  });
+
+  it('when the epoch moved under a whole batch, the sends without a kept lookup are committed alone', async () => {
+    const { calls, policy, repository } = memoryRepository();
+    const batcher = new AcceptBatcher(repository, new Metrics(), config);
+    await batcher.submit(job('A', 1));
+    policy.epoch = 5;
+    const [stale, plain] = await Promise.all([batcher.submit(kept('B', 1, 4)), batcher.submit(job('C', 1))]);
+    expect(stale).toEqual({ kind: 'policy_stale' });
+    expect(plain).toMatchObject({ kind: 'stored', entries: [{ mailboxId: 1, seq: 2 }] });
+    expect(calls.epochs).toEqual([4, null]);
+  });
+
+  it('the locking path checks the epoch too, in the transaction, and stores nothing when it moved', async () => {
+    const { seqs, calls, policy, repository } = memoryRepository();
+    const batcher = new AcceptBatcher(repository, new Metrics(), config);
+    policy.epoch = 9;
+    // Nothing remembered of mailbox 7: the locking path.
+    await expect(batcher.submit(kept('A', 7, 8))).resolves.toEqual({ kind: 'policy_stale' });
+    expect(seqs.get(7)).toBeUndefined();
+    await expect(batcher.submit(kept('B', 7, 9))).resolves.toMatchObject({ entries: [{ mailboxId: 7, seq: 1 }] });
+    expect(calls).toMatchObject({ transactions: 2, lockFree: 0 });
   });
 });

@@ -35,6 +35,10 @@ class MailboxGone extends Error {}
 class FileClaimRefused extends Error {}
 /** An envelope id of the batch already exists: redo the batch statement by statement. */
 class IdTaken extends Error {}
+/** The policy epoch moved on since a job's kept sender lookup (RS411): nothing was written. */
+class PolicyStale extends Error {}
+
+const POLICY_STALE: AcceptOutcome = { kind: 'policy_stale' };
 
 const MAX_ENTRIES_PER_BATCH = 20_000;
 const RETRYABLE_SQLSTATE = new Set(['40P01', '40001']);
@@ -56,6 +60,10 @@ export const BESIDE_PATIENCE_MS = 5;
  * sender's lookup read (so a fresh node, or one whose peer wrote the mailbox since, needs no lock),
  * and that statement fails whole when another writer (another api node, a worker) moved the
  * mailbox on since; the batch then takes the locking path, and that mailbox stays on it for a while.
+ *
+ * Jobs admitted by kept sender lookups carry the policy epoch those were read at; the batch's
+ * commit (either path) checks the newest of them and, when the epoch moved on, stores nothing of
+ * theirs: they answer `policy_stale` and `AcceptService` looks them up afresh.
  */
 @Injectable()
 export class AcceptBatcher {
@@ -207,11 +215,20 @@ export class AcceptBatcher {
   }
 
   /** `mailboxes`: the batch's (`mailboxesOf` its jobs), computed once by `pump`. */
-  private async commit(batch: Pending[], mailboxes: number[]): Promise<void> {
-    this.metrics.acceptBatchSize.observe(batch.length);
+  private async commit(queued: Pending[], mailboxes: number[]): Promise<void> {
+    this.metrics.acceptBatchSize.observe(queued.length);
     const started = performance.now();
-    for (const pending of batch)
+    for (const pending of queued)
       this.metrics.acceptStage.observe({ stage: 'queue' }, (started - pending.submittedAt) / 1000);
+    // The epoch only grows: a job whose kept lookup is older than another's in the batch is stale.
+    const epoch = policyEpochOf(queued.map((pending) => pending.job));
+    const batch = queued.filter((pending) => {
+      const stale = pending.job.policyEpoch !== undefined && pending.job.policyEpoch < epoch!;
+      if (stale) pending.resolve(POLICY_STALE);
+      return !stale;
+    });
+    if (batch.length === 0) return;
+    let alone = batch;
     try {
       const outcomes = await this.runWithRetry(
         batch.map((pending) => pending.job),
@@ -222,36 +239,48 @@ export class AcceptBatcher {
       batch.forEach((pending, i) => pending.resolve(outcomes[i]));
       return;
     } catch (error) {
-      if (batch.length === 1 || isUnavailable(error)) {
+      if (error instanceof PolicyStale) {
+        // Every job with a kept lookup is stale (they share the batch's epoch); the rest go alone.
+        alone = [];
+        for (const pending of batch) {
+          if (pending.job.policyEpoch !== undefined) pending.resolve(POLICY_STALE);
+          else alone.push(pending);
+        }
+      } else if (batch.length === 1 || isUnavailable(error)) {
         batch.forEach((pending) => pending.reject(toAsmtp(error)));
         return;
       }
     }
-    for (const pending of batch) {
+    for (const pending of alone) {
       try {
         pending.resolve((await this.runWithRetry([pending.job]))[0]);
       } catch (error) {
-        pending.reject(toAsmtp(error));
+        if (error instanceof PolicyStale) pending.resolve(POLICY_STALE);
+        else pending.reject(toAsmtp(error));
       }
     }
   }
 
   private async runWithRetry(jobs: AcceptJob[], mailboxIds = mailboxesOf(jobs)): Promise<AcceptOutcome[]> {
     const plain = jobs.every((job) => job.fileIds.length === 0);
+    const epoch = policyEpochOf(jobs);
     try {
       const known = plain ? this.cache.statesOf(mailboxIds, lookedUpStates(jobs)) : undefined;
       if (known) {
         const plan = planBatch(jobs, known, this.now());
         let written: CompareAndSetResult;
         try {
-          written = await this.envelopes.insertAllIfCurrent(
+          const result = await this.envelopes.insertAllIfCurrent(
             plan.envelopes,
             plan.entries,
             plan.states,
             expectedSeqs(plan, known),
+            epoch,
           );
+          if (result === 'policy_stale') throw new PolicyStale(); // the states it read stay current
+          written = result;
         } catch (error) {
-          if (isUnavailable(error)) throw error;
+          if (isUnavailable(error) || error instanceof PolicyStale) throw error;
           written = 'stale'; // any other failure: trust nothing remembered, let the lock decide
         }
         if (this.cache.settle(mailboxIds, written, plan.states)) return plan.outcomes;
@@ -263,12 +292,12 @@ export class AcceptBatcher {
         try {
           if (plain) {
             try {
-              return this.remember(await this.runInOneStatement(jobs, mailboxIds));
+              return this.remember(await this.runInOneStatement(jobs, mailboxIds, epoch));
             } catch (error) {
               if (!(error instanceof IdTaken)) throw error;
             }
           }
-          return this.remember(await this.run(jobs, mailboxIds));
+          return this.remember(await this.run(jobs, mailboxIds, epoch));
         } catch (error) {
           const code = (error as { code?: string }).code;
           if (attempt >= 3 || code === undefined || !RETRYABLE_SQLSTATE.has(code)) throw error;
@@ -276,7 +305,7 @@ export class AcceptBatcher {
       }
     } catch (error) {
       // The outcome of a failed commit may be unknown (a lost connection): remember nothing.
-      this.cache.forget(mailboxIds);
+      if (!(error instanceof PolicyStale)) this.cache.forget(mailboxIds);
       throw error;
     }
   }
@@ -286,15 +315,20 @@ export class AcceptBatcher {
     return committed.outcomes;
   }
 
-  /** One transaction that first locks the jobs' mailboxes (in id order) and reads their states. */
+  /**
+   * One transaction that first locks the jobs' mailboxes (in id order) and reads their states, and
+   * (with `epoch`, jobs admitted by kept lookups) checks the policy epoch has not moved on.
+   */
   private locked(
     mailboxIds: readonly number[],
+    epoch: number | null,
     write: (trx: Tx, locked: MailboxState[], now: number) => Promise<Committed>,
   ): Promise<Committed> {
     return this.envelopes.transaction(async (trx) => {
       const now = this.now();
       const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
       if (locked.length !== mailboxIds.length) throw new MailboxGone();
+      if (epoch !== null && !(await this.envelopes.policyCurrent(trx, epoch))) throw new PolicyStale();
       return write(trx, locked, now);
     });
   }
@@ -303,8 +337,12 @@ export class AcceptBatcher {
    * The common case (no file to claim, no id taken): lock, then one statement writes envelopes,
    * entries and mailbox states. An id that turns out to be taken rolls it back (`IdTaken`).
    */
-  private runInOneStatement(jobs: AcceptJob[], mailboxIds: readonly number[]): Promise<Committed> {
-    return this.locked(mailboxIds, async (trx, locked, now) => {
+  private runInOneStatement(
+    jobs: AcceptJob[],
+    mailboxIds: readonly number[],
+    epoch: number | null,
+  ): Promise<Committed> {
+    return this.locked(mailboxIds, epoch, async (trx, locked, now) => {
       const plan = planBatch(jobs, locked, now);
       const inserted = await this.envelopes.insertAll(trx, plan.envelopes, plan.entries, plan.states);
       if (inserted.size !== jobs.length) throw new IdTaken();
@@ -313,8 +351,8 @@ export class AcceptBatcher {
   }
 
   /** Statement by statement: envelopes (an existing id is skipped), their files, entries, states. */
-  private run(jobs: AcceptJob[], mailboxIds: readonly number[]): Promise<Committed> {
-    return this.locked(mailboxIds, async (trx, locked, now) => {
+  private run(jobs: AcceptJob[], mailboxIds: readonly number[], epoch: number | null): Promise<Committed> {
+    return this.locked(mailboxIds, epoch, async (trx, locked, now) => {
       const stamped = stampBatch(jobs, locked, now);
       const inserted = await this.envelopes.insertEnvelopes(trx, stamped.envelopes);
       for (const job of jobs) {
@@ -328,6 +366,14 @@ export class AcceptBatcher {
       return plan;
     });
   }
+}
+
+/** The newest policy epoch among the jobs' kept lookups; null when none was kept. */
+function policyEpochOf(jobs: readonly AcceptJob[]): number | null {
+  let epoch: number | null = null;
+  for (const job of jobs)
+    if (job.policyEpoch !== undefined && (epoch === null || job.policyEpoch > epoch)) epoch = job.policyEpoch;
+  return epoch;
 }
 
 function toAsmtp(error: unknown): unknown {

@@ -88,11 +88,31 @@ export class AcceptService {
 
   async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
     const prepareStart = performance.now();
-    const { job, handles, warnings } = await this.prepare(sender, posted, options);
+    let prepared: Awaited<ReturnType<AcceptService['prepare']>>;
+    try {
+      prepared = await this.prepare(sender, posted, options);
+    } catch (error) {
+      // A kept lookup refused the send: the policy may have changed since; decide on a fresh one.
+      const reload = options.recipients?.kept ? options.recipients.reload : undefined;
+      if (!reload || !(error instanceof AsmtpError) || error.status !== 404) throw error;
+      ({ sender, options } = await this.reloaded(reload, options));
+      prepared = await this.prepare(sender, posted, options);
+    }
+    let { job, handles, warnings } = prepared;
     this.metrics.acceptStage.observe({ stage: 'prepare' }, (performance.now() - prepareStart) / 1000);
     const withWarnings = (accepted: Accepted): Accepted => (warnings.length > 0 ? { ...accepted, warnings } : accepted);
     for (let attempt = 0; attempt < 3; attempt++) {
       const outcome = await this.batcher.submit(job);
+      if (outcome.kind === 'policy_stale') {
+        // The policy changed after the lookup that admitted this send: nothing was stored. Look the
+        // sender and recipients up afresh (401 or 404 now, if the change says so) and try again.
+        this.metrics.acceptPolicyStale.inc();
+        const reload = options.recipients?.reload;
+        if (!reload) throw new AsmtpError(503, 'UNAVAILABLE', 'policy changed during the send, retry');
+        ({ sender, options } = await this.reloaded(reload, options));
+        ({ job, handles, warnings } = await this.prepare(sender, posted, options));
+        continue;
+      }
       if (outcome.kind === 'stored') {
         this.metrics.recipientsPerEnvelope.observe(job.recipients.length);
         const publishStart = performance.now();
@@ -128,6 +148,15 @@ export class AcceptService {
       };
     }
     throw new AsmtpError(503, 'UNAVAILABLE', 'envelope id is contended, retry');
+  }
+
+  /** The sender and recipients looked up afresh, in place of a kept lookup. */
+  private async reloaded(
+    reload: NonNullable<Recipients['reload']>,
+    options: AcceptOptions,
+  ): Promise<{ sender: Agent; options: AcceptOptions }> {
+    const fresh = await reload();
+    return { sender: fresh.agent, options: { ...options, recipients: fresh.recipients } };
   }
 
   /** Validate everything about `posted` that needs the database, and build its accept job. */
@@ -167,6 +196,7 @@ export class AcceptService {
       fileIds,
       ...(receipt ? { receipt: { envelope_id: receipt.envelope_id, status: receipt.status } } : {}),
       ...(verdict.override ? { guardOverride: verdict.override } : {}),
+      ...(options.recipients?.policyEpoch !== undefined ? { policyEpoch: options.recipients.policyEpoch } : {}),
     };
     return { job, handles, warnings: verdict.warnings };
   }

@@ -20,9 +20,21 @@ export type RecipientWithState = RecipientAgent & Partial<NullableMailboxState>;
 export interface Recipients {
   agents: ReadonlyMap<string, RecipientWithState>;
   blockedBy: readonly string[];
+  /**
+   * The policy epoch (migration 0009) the lookup read these at: the send's commit checks it has not
+   * moved on. Absent for recipients loaded by the accept path itself.
+   */
+  policyEpoch?: number;
+  /** True when the lookup was kept from an earlier send (not read for this one). */
+  kept?: boolean;
+  /** The same lookup read afresh (a send whose kept lookup turned out stale retries with it). */
+  reload?: () => Promise<{ agent: Agent; recipients: Recipients }>;
 }
 
 export const NO_RECIPIENTS: Recipients = { agents: new Map(), blockedBy: [] };
+
+/** A kept lookup's key: the token's hash and the handles in the order the send named them. */
+const keptKey = (tokenHash: string, handles: readonly string[]): string => `${tokenHash} ${handles.join(' ')}`;
 
 /** Who holds an admin token: the operator (everything) or one organization (`@<org>.*` only). */
 export type AdminScope = { kind: 'operator' } | { kind: 'org'; org: string };
@@ -37,6 +49,18 @@ interface SenderFound {
   recipients: Recipients;
 }
 
+/** A send's sender lookup kept for the next sends of the same token to the same recipients. */
+interface KeptLookup {
+  sender: Agent;
+  recipients: Recipients;
+  policyEpoch: number;
+  /** `Date.now()` when it was read. */
+  readAt: number;
+}
+
+/** Kept sender lookups per node (oldest dropped first). */
+export const KEPT_LOOKUPS_MAX = 10_000;
+
 /** Lookups of concurrent requests share a query; at most this many such queries are out at once. */
 const LOOKUPS_IN_FLIGHT = 2;
 const LOOKUPS_PER_QUERY = 256;
@@ -46,6 +70,18 @@ const LOOKUPS_PER_QUERY = 256;
 export class AuthService {
   /** Every authenticated request looks its agent up: under load, many requests share a round trip. */
   private readonly lookups: Coalescer<SenderLookup, SenderFound>;
+
+  /**
+   * Sends' sender lookups by token hash and named handles, kept so that an agent sending again to
+   * the same recipients needs no lookup round trip. Safe because the commit of every send checks
+   * the policy epoch its lookup carries (migration 0009): any change to agents or blocks since
+   * fails that commit, and the send is looked up afresh and retried (`AcceptService`).
+   */
+  private readonly kept = new Map<string, KeptLookup>();
+  /** The newest policy epoch any lookup of this node read: kept lookups older than it are dropped. */
+  private newestEpoch = 0;
+  /** ROOST_ACCEPT_KEEP_LOOKUPS_MS: how long a lookup is kept; 0 keeps none. */
+  private readonly keepMs: number;
 
   /** Token hashes just looked up and not found: refused again without a query for a short window. */
   private readonly unknownAgentTokens = new UnknownTokens();
@@ -63,6 +99,7 @@ export class AuthService {
     // request of that turn: a burst (the senders answered by one commit send again together) cost
     // one query per request while a slot was free, and each query costs the process and Postgres
     // CPU (accept bench: 0.30 → 0.19 statements per envelope).
+    this.keepMs = config.accept.keepLookupsMs;
     const embedded = config.databaseUrl === null;
     this.lookups = new Coalescer(
       (keys) => this.lookUp(keys),
@@ -83,7 +120,8 @@ export class AuthService {
   }
 
   async agentFor(token: string | null): Promise<Agent> {
-    return (await this.authenticate(token, [])).agent;
+    if (token === null) throw unauthorized();
+    return (await this.authenticate(hashToken(token), [])).agent;
   }
 
   /**
@@ -96,19 +134,81 @@ export class AuthService {
   ): Promise<{ agent: Agent; recipients: Recipients }> {
     const started = performance.now();
     try {
-      return await this.authenticate(bearerFrom(authorization), handles);
+      const token = bearerFrom(authorization);
+      if (token === null) throw unauthorized();
+      const tokenHash = hashToken(token);
+      return await (handles.length === 0
+        ? this.authenticate(tokenHash, handles)
+        : this.sender(tokenHash, handles, false));
     } finally {
       // A send (`SenderGuard`) names its recipients: its lookup is the auth stage of the accept path.
       if (handles.length > 0) this.metrics.acceptStage.observe({ stage: 'auth' }, (performance.now() - started) / 1000);
     }
   }
 
+  /** A send's sender and recipients: kept from an earlier send (unless `fresh`), else looked up. */
+  private async sender(
+    tokenHash: string,
+    handles: readonly string[],
+    fresh: boolean,
+  ): Promise<{ agent: Agent; recipients: Recipients }> {
+    const reload = () => this.sender(tokenHash, handles, true);
+    const key = keptKey(tokenHash, handles);
+    const kept = fresh || this.keepMs === 0 ? undefined : this.keptFor(key);
+    if (kept) {
+      this.metrics.keptSenderLookups.inc();
+      return {
+        agent: kept.sender,
+        recipients: { ...kept.recipients, policyEpoch: kept.policyEpoch, kept: true, reload },
+      };
+    }
+    const { agent, recipients } = await this.authenticate(tokenHash, handles);
+    if (this.keepMs > 0 && recipients.policyEpoch !== undefined) this.keep(key, agent, handles, recipients);
+    return { agent, recipients: { ...recipients, reload } };
+  }
+
+  /** The kept lookup under `key`, unless it is older than `keepMs` or than the newest epoch read. */
+  private keptFor(key: string): KeptLookup | undefined {
+    const kept = this.kept.get(key);
+    if (kept === undefined) return undefined;
+    if (kept.policyEpoch < this.newestEpoch || Date.now() - kept.readAt >= this.keepMs) {
+      this.kept.delete(key);
+      return undefined;
+    }
+    return kept;
+  }
+
+  /**
+   * Keep a lookup: the sender and only the recipients it named (not the whole shared batch),
+   * without their mailbox states: those go stale with every send, and the accept path writing
+   * against a stale one would fail its compare-and-set and lock the mailbox for a while.
+   */
+  private keep(key: string, sender: Agent, handles: readonly string[], recipients: Recipients): void {
+    const agents = new Map<string, RecipientWithState>();
+    for (const handle of handles) {
+      const agent = recipients.agents.get(handle);
+      if (agent === undefined) continue;
+      const { last_seq: _seq, last_created_at: _createdAt, ...policy } = agent;
+      agents.set(handle, policy);
+    }
+    const blockedBy = recipients.blockedBy.filter((handle) => agents.has(handle));
+    this.kept.delete(key);
+    this.kept.set(key, {
+      sender,
+      recipients: { agents, blockedBy },
+      policyEpoch: recipients.policyEpoch!,
+      readAt: Date.now(),
+    });
+    for (const oldest of this.kept.keys()) {
+      if (this.kept.size <= KEPT_LOOKUPS_MAX) break;
+      this.kept.delete(oldest);
+    }
+  }
+
   private async authenticate(
-    token: string | null,
+    tokenHash: string,
     handles: readonly string[],
   ): Promise<{ agent: Agent; recipients: Recipients }> {
-    if (token === null) throw unauthorized();
-    const tokenHash = hashToken(token);
     if (this.unknownAgentTokens.has(tokenHash, Date.now())) {
       this.metrics.unknownTokenHits.inc();
       throw unauthorized('unknown agent bearer');
@@ -132,11 +232,15 @@ export class AuthService {
       tokenHashes.add(key.tokenHash);
       for (const handle of key.handles) handles.add(handle);
     }
-    const { senders, recipients } = await this.agents.findSendersAndRecipients([...tokenHashes], [...handles]);
+    const { senders, recipients, policyEpoch } = await this.agents.findSendersAndRecipients(
+      [...tokenHashes],
+      [...handles],
+    );
+    this.newestEpoch = Math.max(this.newestEpoch, policyEpoch);
     return keys.map(({ tokenHash }) => {
       const found = senders.get(tokenHash);
       if (found === undefined) return { sender: undefined, recipients: NO_RECIPIENTS };
-      return { sender: found.agent, recipients: { agents: recipients, blockedBy: found.blockedBy } };
+      return { sender: found.agent, recipients: { agents: recipients, blockedBy: found.blockedBy, policyEpoch } };
     });
   }
 

@@ -33,6 +33,12 @@ export interface AcceptJob {
   receipt?: { envelope_id: string; status: string };
   /** Content guard codes the sender overrode in block mode (EXTENSIONS.md §4). */
   guardOverride?: string[];
+  /**
+   * The policy epoch (migration 0009) of the kept sender lookup that admitted this send: its commit
+   * checks that the epoch has not moved on since (else the outcome is `policy_stale`). Absent when
+   * the policy was read afresh for this send.
+   */
+  policyEpoch?: number;
 }
 
 export type AcceptOutcome =
@@ -44,7 +50,9 @@ export type AcceptOutcome =
       entries: ReadonlyArray<{ mailboxId: number; seq: number }>;
     }
   /** The id was already stored (by this sender or another): the caller decides replay or 409. */
-  | { kind: 'exists' };
+  | { kind: 'exists' }
+  /** Nothing stored: the policy changed since the kept lookup of `policyEpoch`; read it afresh and retry. */
+  | { kind: 'policy_stale' };
 
 /** What a commit wrote: each job's outcome and the new state of each mailbox it advanced. */
 export interface Committed {

@@ -49,6 +49,8 @@ export interface SendersAndRecipients {
   senders: Map<string, { agent: Agent; blockedBy: string[] }>;
   /** By handle (a sender's own handle too, when named: its mailbox state for self-addressed copies). */
   recipients: Map<string, LookedUpRecipient>;
+  /** The policy epoch (migration 0009) this lookup read its rows at. */
+  policyEpoch: number;
 }
 
 /** A sender's columns besides a recipient's, and the named recipients that blocked it. */
@@ -60,8 +62,8 @@ type SenderRest = Omit<Agent, keyof RecipientAgent> & { blocked_by: string[] };
  * them, null when none was found or named).
  */
 type SenderOrRecipientsRow =
-  | (RecipientAgent & { token_hash: string; sender: SenderRest; recipients: null })
-  | { token_hash: null; recipients: LookedUpRecipient[] | null };
+  | (RecipientAgent & { token_hash: string; sender: SenderRest; recipients: null; policy_epoch: null })
+  | { token_hash: null; recipients: LookedUpRecipient[] | null; policy_epoch: string | number };
 
 const quoted = (columns: readonly string[]) => columns.map((column) => `"${column}"`).join(', ');
 /** `json_build_object` arguments: a sender's columns besides a recipient's. */
@@ -70,7 +72,8 @@ const SENDER_REST = AGENT_COLUMNS.filter((column) => !(RECIPIENT_COLUMNS as read
   .join('');
 
 /**
- * The senders (by token hash, $1) and the recipients (by handle, $2) of many requests. The
+ * The senders (by token hash, $1) and the recipients (by handle, $2) of many requests, with the
+ * policy epoch they were read at (migration 0009; the same snapshot). The
  * recipients come back as ONE row holding a JSON array of them (`json_agg`: one string that
  * JSON.parse reads at once, where a row per recipient cost `pg` a row object and a type parser per
  * column, an array literal parse for each allowlist among them); each element carries the policy
@@ -93,10 +96,11 @@ const SENDERS_AND_RECIPIENTS_SQL = `
   select token_hash, ${quoted(RECIPIENT_COLUMNS)},
          json_build_object(${SENDER_REST}
            'blocked_by', array(select blocker from blocks_of_senders where blocked_handle = s.handle)) as sender,
-         null::json as recipients
+         null::json as recipients, null::bigint as policy_epoch
   from senders s
   union all
-  select null, ${RECIPIENT_COLUMNS.map(() => 'null').join(', ')}, null, (select json_agg(r) from recipients r)`;
+  select null, ${RECIPIENT_COLUMNS.map(() => 'null').join(', ')}, null, (select json_agg(r) from recipients r),
+         (select epoch from policy_epoch where singleton)`;
 
 /** A new agent's columns; the rest (id, allowlist, updated_at, deleted_at) the insert sets. */
 export type NewAgent = Omit<
@@ -147,8 +151,10 @@ export class AgentsRepository {
     );
     const senders: SendersAndRecipients['senders'] = new Map();
     const recipients: SendersAndRecipients['recipients'] = new Map();
+    let policyEpoch = 0;
     for (const row of rows) {
       if (row.token_hash === null) {
+        policyEpoch = Number(row.policy_epoch);
         if (row.recipients !== null)
           for (const recipient of row.recipients) recipients.set(recipient.handle, recipient);
       } else {
@@ -157,7 +163,7 @@ export class AgentsRepository {
         senders.set(row.token_hash, { agent, blockedBy: blocked_by });
       }
     }
-    return { senders, recipients };
+    return { senders, recipients, policyEpoch };
   }
 
   /**

@@ -51,6 +51,20 @@ export class EnvelopesRepository {
     );
   }
 
+  /**
+   * In the transaction: fail it (`PolicyStale`'s RS411, reported as `false`) when the policy epoch
+   * moved on from `epoch` (migration 0009), the kept sender lookups its sends were admitted by.
+   */
+  async policyCurrent(trx: Tx, epoch: number): Promise<boolean> {
+    try {
+      await trx.prepared('roost_assert_policy', this.statement('roost_assert_policy', assertPolicySql, [epoch]));
+      return true;
+    } catch (error) {
+      if ((error as { code?: string }).code === 'RS411') return false;
+      throw error;
+    }
+  }
+
   /** Insert envelopes (in id order); returns the ids that were new. An existing id is skipped. */
   async insertEnvelopes(trx: Tx, rows: readonly EnvelopeRow[]): Promise<Set<string>> {
     const inserted = await trx.prepared<{ id: string }>(
@@ -96,18 +110,22 @@ export class EnvelopesRepository {
   /**
    * `insertAll` as one statement outside any transaction and without locking first: it writes
    * against mailbox states the caller remembers (`expectedSeqs`, one per state) and fails whole, writing
-   * nothing, when a mailbox moved on since (`stale`) or an envelope id is taken (`id_taken`).
+   * nothing, when a mailbox moved on since (`stale`) or an envelope id is taken (`id_taken`), or
+   * (with `policyEpoch`, the epoch of the kept sender lookups that admitted its sends) when the
+   * policy epoch moved on since (`policy_stale`, migration 0009).
    */
   async insertAllIfCurrent(
     envelopes: readonly EnvelopeRow[],
     entries: readonly EntryRow[],
     states: readonly MailboxState[],
     expectedSeqs: readonly number[],
-  ): Promise<'written' | 'stale' | 'id_taken'> {
+    policyEpoch: number | null = null,
+  ): Promise<'written' | 'stale' | 'id_taken' | 'policy_stale'> {
     const parameters = [
       ...envelopeParams(envelopes),
       ...entryParams(entries),
       ...advanceParams(states, expectedSeqs),
+      policyEpoch,
       states.length,
       envelopes.length,
     ];
@@ -118,6 +136,7 @@ export class EnvelopesRepository {
     } catch (error) {
       const code = (error as { code?: string }).code;
       if (code === 'RS410') return 'id_taken'; // roost_assert_accept, migration 0004
+      if (code === 'RS411') return 'policy_stale'; // roost_assert_policy, migration 0009
       // RS409 from roost_assert_accept; an entry seq or a mailbox another writer took or deleted.
       if (code === 'RS409' || code === '23505' || code === '23503') return 'stale';
       throw error;
@@ -149,6 +168,7 @@ export class EnvelopesRepository {
           ...envelopeParams([]),
           ...entryParams([]),
           ...advanceParams([], []),
+          null,
           0,
           0,
         ]),
@@ -264,14 +284,18 @@ function acceptBatchSql(p: readonly unknown[]): RawBuilder<{ id: string }> {
 function acceptIfCurrentSql(p: readonly unknown[]): RawBuilder<{ ok: boolean }> {
   const entries = p.slice(ENVELOPE_PARAMS);
   const advance = entries.slice(ENTRY_PARAMS);
-  const [states, envelopes] = advance.slice(ADVANCE_PARAMS);
+  const [policyEpoch, states, envelopes] = advance.slice(ADVANCE_PARAMS);
   return sql<{ ok: boolean }>`
       with inserted as (${insertEnvelopesSql(p)}),
       entries as (${insertEntriesSql(entries)}),
       advanced as (${advanceMailboxesSql(advance, true)})
-      select roost_assert_accept(
+      select roost_assert_policy(${policyEpoch}::bigint) and roost_assert_accept(
         (select count(*) from advanced) = ${states}::bigint,
         (select count(*) from inserted) = ${envelopes}::bigint) as ok`;
+}
+
+function assertPolicySql([epoch]: readonly unknown[]): RawBuilder<{ ok: boolean }> {
+  return sql<{ ok: boolean }>`select roost_assert_policy(${epoch}::bigint) as ok`;
 }
 
 /** Envelopes (parameters from `envelopeParams`); `returning id`. */

@@ -119,6 +119,7 @@ const FILES: Record<string, (recorder: RecordingDatabase) => Call[]> = {
     return [
       ['AgentsRepository.findRecipients', () => agents.findRecipients(['@acme.bob'], '@acme.alice')],
       ['EnvelopesRepository.lockMailboxes (seq allocation)', () => envelopes.lockMailboxes(session, [2, 1])],
+      ['EnvelopesRepository.policyCurrent (kept lookups, locking path)', () => envelopes.policyCurrent(session, 7)],
       ['EnvelopesRepository.insertEnvelopes', () => envelopes.insertEnvelopes(session, [envelope])],
       ['EnvelopesRepository.insertEntries', () => envelopes.insertEntries(session, [entry])],
       ['EnvelopesRepository.advanceMailboxes', () => envelopes.advanceMailboxes(session, [state])],

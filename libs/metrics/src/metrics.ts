@@ -198,6 +198,18 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly keptSenderLookups = new Counter({
+    name: 'roost_auth_kept_lookups_total',
+    help: 'Sends admitted by a kept sender lookup (no database read; the commit checks the policy epoch).',
+    registers: [this.registry],
+  });
+
+  readonly acceptPolicyStale = new Counter({
+    name: 'roost_accept_policy_stale_total',
+    help: 'Sends whose kept sender lookup was older than the policy epoch at commit: looked up again and retried.',
+    registers: [this.registry],
+  });
+
   readonly unknownTokenHits = new Counter({
     name: 'roost_auth_unknown_token_hits_total',
     help: 'Bearer tokens refused from the recently-unknown cache without a database lookup.',
