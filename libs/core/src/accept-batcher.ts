@@ -214,7 +214,7 @@ export class AcceptBatcher {
     return batch;
   }
 
-  /** `mailboxes`: the batch's (`mailboxesOf` its jobs), computed once by `pump`. */
+  /** `mailboxes`: the queued batch's (`mailboxesOf` its jobs), computed once by `pump`. */
   private async commit(queued: Pending[], mailboxes: number[]): Promise<void> {
     this.metrics.acceptBatchSize.observe(queued.length);
     const started = performance.now();
@@ -232,7 +232,7 @@ export class AcceptBatcher {
     try {
       const outcomes = await this.runWithRetry(
         batch.map((pending) => pending.job),
-        mailboxes,
+        batch.length === queued.length ? mailboxes : mailboxesOf(batch.map((pending) => pending.job)),
       );
       const written = (performance.now() - started) / 1000;
       for (let i = 0; i < batch.length; i++) this.metrics.acceptStage.observe({ stage: 'write' }, written);
