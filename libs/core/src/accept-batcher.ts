@@ -149,9 +149,8 @@ export class AcceptBatcher {
    * (whose end pumps them all into one batch) unless a quarter of a full batch could start now,
    * or the youngest batch in flight has run `BESIDE_PATIENCE_MS` (a slow commit or a lock wait
    * must not hold up other mailboxes). Letting every job start its own statement while a writer
-   * was free split 32 senders writing to 32 mailboxes into batches of 4 at 4 writers: 3,882
-   * envelopes/s against 5,024 at one writer and 5,276 for the same senders writing to one mailbox
-   * (docs/benchmarks.md, `accept-spread`).
+   * was free split 32 senders writing to 32 mailboxes (`accept-spread`) into batches of 4 at 4
+   * writers: 3,634 envelopes/s, against 5,307 in batches of 15 this way (docs/benchmarks.md).
    */
   private mayStartBeside(): boolean {
     let youngest = 0;
