@@ -2,7 +2,7 @@ import { loadConfig } from '#config';
 import type { AgentsRepository, OrgsRepository, SendersAndRecipients } from '#db';
 import { hashToken, type Agent } from '#domain';
 import { Metrics } from '#metrics';
-import { AuthService, KEPT_LOOKUPS_MAX } from './auth.service';
+import { AuthService, KEPT_LOOKUPS_MAX, KEPT_PROFILE_MAX_CHARS } from './auth.service';
 
 const agent = (id: number, handle: string): Agent => ({
   id,
@@ -139,6 +139,25 @@ describe('AuthService kept sender lookups', () => {
     } finally {
       now.mockRestore();
     }
+  });
+
+  it(`does not keep a sender whose card and description pass ${KEPT_PROFILE_MAX_CHARS} characters`, async () => {
+    const { state, repo } = repository();
+    state.tokens.set(hashToken('alice-token'), {
+      ...agent(1, '@t.alice'),
+      description: 'd'.repeat(48),
+      card_body: 'c'.repeat(KEPT_PROFILE_MAX_CHARS - 47),
+    });
+    const { auth } = service(repo);
+    await auth.senderFromHeader('Bearer alice-token', ['@t.bob']);
+    expect((await auth.senderFromHeader('Bearer alice-token', ['@t.bob'])).recipients.kept).toBeUndefined();
+    expect(state.lookups).toBe(2);
+    state.tokens.set(hashToken('alice-token'), {
+      ...agent(1, '@t.alice'),
+      card_body: 'c'.repeat(KEPT_PROFILE_MAX_CHARS),
+    });
+    await auth.senderFromHeader('Bearer alice-token', ['@t.carol']);
+    expect((await auth.senderFromHeader('Bearer alice-token', ['@t.carol'])).recipients.kept).toBe(true);
   });
 
   it(`keeps at most ${KEPT_LOOKUPS_MAX} lookups, dropping the oldest`, async () => {

@@ -60,6 +60,12 @@ interface KeptLookup {
 
 /** Kept sender lookups per node (oldest dropped first). */
 export const KEPT_LOOKUPS_MAX = 10_000;
+/**
+ * A sender whose card and description are longer than this (characters) is looked up afresh on
+ * every send instead of kept: the kept map holds its whole agent row, and a card may be large.
+ * With this bound the map holds at most a few tens of MB.
+ */
+export const KEPT_PROFILE_MAX_CHARS = 2_048;
 
 /** Lookups of concurrent requests share a query; at most this many such queries are out at once. */
 const LOOKUPS_IN_FLIGHT = 2;
@@ -163,7 +169,9 @@ export class AuthService {
       };
     }
     const { agent, recipients } = await this.authenticate(tokenHash, handles);
-    if (this.keepMs > 0 && recipients.policyEpoch !== undefined) this.keep(key, agent, handles, recipients);
+    const profile = (agent.card_body?.length ?? 0) + (agent.description?.length ?? 0);
+    if (this.keepMs > 0 && recipients.policyEpoch !== undefined && profile <= KEPT_PROFILE_MAX_CHARS)
+      this.keep(key, agent, handles, recipients);
     return { agent, recipients: { ...recipients, reload } };
   }
 
