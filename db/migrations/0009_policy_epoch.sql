@@ -1,15 +1,22 @@
 -- The accept path's policy epoch. An api node keeps the sender lookups of POST /messages (the
 -- token's agent, the named recipients' policy, allowlist and blocks) for a while instead of reading
--- them again for every send; each kept lookup carries the epoch it was read at, and the accept
--- statement that commits the send checks that the epoch has not moved since (RS411), so a send is
--- still admitted under the policy current at its commit, as when every send read it afresh.
+-- them again for every send; each kept lookup carries the epoch it was read at, and the commit of a
+-- send admitted by a kept lookup checks that the epoch has not moved since (RS411): the send then
+-- stores nothing and is looked up afresh, so it is decided on policy at least as new as a fresh
+-- lookup would have read.
 --
--- Any statement that changes what such a lookup reads bumps the epoch: an update or delete of
--- `agents` (token rotation, policy, allowlist, profile, deletion) and any change to `blocks`.
--- Creating an agent does not: no kept lookup holds a handle that did not exist. The bump is an
--- update of the one row, so it commits with the change it describes: a lookup that read the old
--- policy read the old epoch too. Policy changes are administrative and rare; they serialize on
--- this row's lock until they commit.
+-- What moves the epoch: a change to a live agent's handle, token, policy, allowlist, content guard
+-- or deletion mark (its profile and retention do not count: the accept path does not read them), a
+-- live agent's row deleted, and a block added, removed or changed. A statement that changes no
+-- such row does not move it, nor does creating an agent (no kept lookup holds a handle that did not
+-- exist). The triggers are deferred row triggers, so the bump runs at the end of the transaction
+-- that made the change and commits with it: a lookup that read the old policy read the old epoch
+-- too, and the epoch row is locked only from that end to the commit, not through a long
+-- transaction (an organization's deletion). One bump per transaction (a transaction-local flag).
+--
+-- The epoch jumps to at least the current time in microseconds, so a database restored or failed
+-- over to a point before some bumps never hands out an epoch that a kept lookup already holds for
+-- other data.
 CREATE TABLE policy_epoch (
   singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
   epoch      bigint NOT NULL
@@ -19,19 +26,34 @@ INSERT INTO policy_epoch (singleton, epoch) VALUES (true, 1);
 CREATE FUNCTION roost_bump_policy_epoch() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  UPDATE policy_epoch SET epoch = epoch + 1 WHERE singleton;
+  IF current_setting('roost.policy_epoch_bumped', true) IS DISTINCT FROM 'on' THEN
+    UPDATE policy_epoch
+       SET epoch = greatest(epoch + 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+     WHERE singleton;
+    PERFORM set_config('roost.policy_epoch_bumped', 'on', true);
+  END IF;
   RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER agents_policy_epoch AFTER UPDATE OR DELETE ON agents
-  FOR EACH STATEMENT EXECUTE FUNCTION roost_bump_policy_epoch();
-CREATE TRIGGER blocks_policy_epoch AFTER INSERT OR UPDATE OR DELETE ON blocks
-  FOR EACH STATEMENT EXECUTE FUNCTION roost_bump_policy_epoch();
+CREATE CONSTRAINT TRIGGER agents_policy_epoch_update AFTER UPDATE ON agents
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+  WHEN (OLD.deleted_at IS NULL AND
+        (OLD.handle, OLD.token_hash, OLD.policy, OLD.allowlist, OLD.content_guard, OLD.deleted_at)
+        IS DISTINCT FROM
+        (NEW.handle, NEW.token_hash, NEW.policy, NEW.allowlist, NEW.content_guard, NEW.deleted_at))
+  EXECUTE FUNCTION roost_bump_policy_epoch();
+CREATE CONSTRAINT TRIGGER agents_policy_epoch_delete AFTER DELETE ON agents
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+  WHEN (OLD.deleted_at IS NULL)
+  EXECUTE FUNCTION roost_bump_policy_epoch();
+CREATE CONSTRAINT TRIGGER blocks_policy_epoch AFTER INSERT OR UPDATE OR DELETE ON blocks
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+  EXECUTE FUNCTION roost_bump_policy_epoch();
 
--- True when `expected` is null (nothing kept: the send's policy was read afresh) or still the
+-- True when `expected` is null (no kept lookup: the send's policy was read afresh) or still the
 -- current epoch; else RS411, failing the statement (and its transaction) whole. Volatile, so the
--- epoch is read when the check runs, after the statement's own snapshot was taken.
+-- epoch is read when the check runs (the accept statement runs it after its writes).
 CREATE FUNCTION roost_assert_policy(expected bigint) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN

@@ -121,9 +121,9 @@ from unnest(
 ) as u(agent_id, last_seq, last_created_at, expected_seq)
 where m.agent_id = u.agent_id and m.last_seq = u.expected_seq
 returning m.agent_id)
-  select roost_assert_policy($22::bigint) and roost_assert_accept(
-    (select count(*) from advanced) = $23::bigint,
-    (select count(*) from inserted) = $24::bigint) as ok;
+  select roost_assert_accept(
+    (select count(*) from advanced) = $22::bigint,
+    (select count(*) from inserted) = $23::bigint) and roost_assert_policy($24::bigint) as ok;
 
 -- EnvelopesRepository.claimFiles (prepared roost_claim_files)
 update "files" set "envelope_id" = $1 where "id" = any($2::text[]) and "uploader_id" = $3 and "envelope_id" is null returning "id";

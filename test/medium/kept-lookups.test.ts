@@ -100,17 +100,28 @@ describe('kept sender lookups on Postgres', () => {
     expect((await db.query('select 1 from envelopes where id = $1', [refused.id])).rows).toEqual([]);
   });
 
-  it('the epoch moves with changes to agents and blocks, not with new agents or sends', async () => {
+  it('the epoch moves with what a lookup reads, not with profiles, no-ops, new agents or sends', async () => {
     const alice = await a.agent('@k6.alice');
     const before = await epoch();
     const bob = await a.agent('@k6.bob');
     expect((await send(a, alice, '@k6.bob')).status).toBe(202);
+    await a.client.patch(admin('@k6.alice'), { display_name: 'Alice' }, a.adminToken);
+    expect((await a.client.delete('/agents/me/blocks/%40k6.nobody', bob)).status).toBe(404);
     expect(await epoch()).toBe(before);
     await a.client.post('/agents/me/blocks', { handle: '@k6.alice' }, bob);
     expect(await epoch()).toBeGreaterThan(before);
     const blocked = await epoch();
-    await a.client.patch(admin('@k6.alice'), { display_name: 'Alice' }, a.adminToken);
+    await a.client.patch(admin('@k6.alice'), { policy: 'allowlist' }, a.adminToken);
     expect(await epoch()).toBeGreaterThan(blocked);
+  });
+
+  it('a revoked token with a kept lookup answers 401 whatever its body, as a fresh lookup would', async () => {
+    const alice = await a.agent('@k8.alice');
+    await a.agent('@k8.bob');
+    expect((await send(a, alice, '@k8.bob')).status).toBe(202);
+    expect((await b.client.post(`${admin('@k8.alice')}/rotate-token`, {}, a.adminToken)).status).toBe(200);
+    const bad = { ...envelope('@k8.bob'), content_parts: 'not a list' };
+    expect((await a.client.post('/messages', bad, alice)).status).toBe(401);
   });
 
   it('two nodes with kept lookups taking turns on one mailbox land every send once, gapless', async () => {

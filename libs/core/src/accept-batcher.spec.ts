@@ -123,9 +123,16 @@ function memoryRepository() {
     last_created_at: 0,
   });
   const repository = {
-    transaction: <T>(fn: (trx: unknown) => Promise<T>) => {
+    transaction: async <T>(fn: (trx: unknown) => Promise<T>) => {
       calls.transactions++;
-      return fn({});
+      const before = new Map(seqs);
+      try {
+        return await fn({});
+      } catch (error) {
+        seqs.clear(); // rolled back
+        for (const [id, seq] of before) seqs.set(id, seq);
+        throw error;
+      }
     },
     lockMailboxes: async (_trx: unknown, ids: readonly number[]) => ids.map(stateOf),
     insertAll: async (

@@ -316,7 +316,7 @@ export class AcceptBatcher {
 
   /**
    * One transaction that first locks the jobs' mailboxes (in id order) and reads their states, and
-   * (with `epoch`, jobs admitted by kept lookups) checks the policy epoch has not moved on.
+   * (with `epoch`, jobs admitted by kept lookups) last checks the policy epoch has not moved on.
    */
   private locked(
     mailboxIds: readonly number[],
@@ -327,8 +327,10 @@ export class AcceptBatcher {
       const now = this.now();
       const locked = await this.envelopes.lockMailboxes(trx, mailboxIds);
       if (locked.length !== mailboxIds.length) throw new MailboxGone();
+      const committed = await write(trx, locked, now);
+      // Last, just before the commit: a change committed while this transaction waited is seen.
       if (epoch !== null && !(await this.envelopes.policyCurrent(trx, epoch))) throw new PolicyStale();
-      return write(trx, locked, now);
+      return committed;
     });
   }
 

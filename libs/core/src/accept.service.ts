@@ -66,13 +66,34 @@ export class AcceptService {
 
   async accept(sender: Agent, input: Record<string, unknown>, options: AcceptOptions = {}): Promise<AcceptResult> {
     try {
-      const result = await this.acceptPosted(sender, parsePostedEnvelope(input), options);
+      const result = await this.acceptKept(sender, input, options);
       this.metrics.envelopesAccepted.inc({ result: result.replay ? 'replay' : 'stored' });
       return result;
     } catch (error) {
       const status = error instanceof AsmtpError ? error.status : 500;
       this.metrics.envelopesAccepted.inc({ result: status < 500 ? 'refused' : 'failed' });
       throw error;
+    }
+  }
+
+  /**
+   * `acceptPosted`, and when a kept sender lookup (`Recipients.kept`) refused the send (any 4xx:
+   * the sender's token, the recipients' policy or the sender's content guard may have changed
+   * since it was read), the same decided again on a fresh lookup, so a refusal is never older
+   * than a fresh lookup's would be (a revoked token answers 401, as before anything was kept).
+   */
+  private async acceptKept(
+    sender: Agent,
+    input: Record<string, unknown>,
+    options: AcceptOptions,
+  ): Promise<AcceptResult> {
+    try {
+      return await this.acceptPosted(sender, parsePostedEnvelope(input), options);
+    } catch (error) {
+      const reload = options.recipients?.kept ? options.recipients.reload : undefined;
+      if (!reload || !(error instanceof AsmtpError) || error.status >= 500) throw error;
+      const fresh = await this.reloaded(reload, options);
+      return this.acceptPosted(fresh.sender, parsePostedEnvelope(input), fresh.options);
     }
   }
 
@@ -88,29 +109,23 @@ export class AcceptService {
 
   async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
     const prepareStart = performance.now();
-    let prepared: Awaited<ReturnType<AcceptService['prepare']>>;
-    try {
-      prepared = await this.prepare(sender, posted, options);
-    } catch (error) {
-      // A kept lookup refused the send: the policy may have changed since; decide on a fresh one.
-      const reload = options.recipients?.kept ? options.recipients.reload : undefined;
-      if (!reload || !(error instanceof AsmtpError) || error.status !== 404) throw error;
-      ({ sender, options } = await this.reloaded(reload, options));
-      prepared = await this.prepare(sender, posted, options);
-    }
-    let { job, handles, warnings } = prepared;
+    let { job, handles, warnings } = await this.prepare(sender, posted, options);
     this.metrics.acceptStage.observe({ stage: 'prepare' }, (performance.now() - prepareStart) / 1000);
     const withWarnings = (accepted: Accepted): Accepted => (warnings.length > 0 ? { ...accepted, warnings } : accepted);
+    let reloaded = false;
     for (let attempt = 0; attempt < 3; attempt++) {
       const outcome = await this.batcher.submit(job);
       if (outcome.kind === 'policy_stale') {
-        // The policy changed after the lookup that admitted this send: nothing was stored. Look the
-        // sender and recipients up afresh (401 or 404 now, if the change says so) and try again.
+        // The policy changed after the kept lookup that admitted this send: nothing was stored.
+        // Look the sender and recipients up afresh (401 or 404 now, if the change says so) and
+        // try again; a fresh lookup carries no epoch, so this happens once per send at most.
         this.metrics.acceptPolicyStale.inc();
         const reload = options.recipients?.reload;
-        if (!reload) throw new AsmtpError(503, 'UNAVAILABLE', 'policy changed during the send, retry');
+        if (!reload || reloaded) throw new AsmtpError(503, 'UNAVAILABLE', 'policy changed during the send, retry');
+        reloaded = true;
         ({ sender, options } = await this.reloaded(reload, options));
         ({ job, handles, warnings } = await this.prepare(sender, posted, options));
+        attempt--; // not a contended id: the fresh lookup's attempt starts the count again
         continue;
       }
       if (outcome.kind === 'stored') {
@@ -196,7 +211,10 @@ export class AcceptService {
       fileIds,
       ...(receipt ? { receipt: { envelope_id: receipt.envelope_id, status: receipt.status } } : {}),
       ...(verdict.override ? { guardOverride: verdict.override } : {}),
-      ...(options.recipients?.policyEpoch !== undefined ? { policyEpoch: options.recipients.policyEpoch } : {}),
+      // Only a kept lookup's epoch is checked at commit: a fresh one is as new as before anything was kept.
+      ...(options.recipients?.kept && options.recipients.policyEpoch !== undefined
+        ? { policyEpoch: options.recipients.policyEpoch }
+        : {}),
     };
     return { job, handles, warnings: verdict.warnings };
   }

@@ -2,7 +2,7 @@ import { loadConfig } from '#config';
 import type { AgentsRepository, OrgsRepository, SendersAndRecipients } from '#db';
 import { hashToken, type Agent } from '#domain';
 import { Metrics } from '#metrics';
-import { AuthService, KEPT_LOOKUPS_MAX, KEPT_PROFILE_MAX_CHARS } from './auth.service';
+import { AuthService, KEPT_ENTRY_MAX_CHARS, KEPT_LOOKUPS_MAX } from './auth.service';
 
 const agent = (id: number, handle: string): Agent => ({
   id,
@@ -141,12 +141,12 @@ describe('AuthService kept sender lookups', () => {
     }
   });
 
-  it(`does not keep a sender whose card and description pass ${KEPT_PROFILE_MAX_CHARS} characters`, async () => {
+  it(`does not keep a lookup whose text passes ${KEPT_ENTRY_MAX_CHARS} characters, nor one naming an unknown handle`, async () => {
     const { state, repo } = repository();
     state.tokens.set(hashToken('alice-token'), {
       ...agent(1, '@t.alice'),
       description: 'd'.repeat(48),
-      card_body: 'c'.repeat(KEPT_PROFILE_MAX_CHARS - 47),
+      card_body: 'c'.repeat(KEPT_ENTRY_MAX_CHARS - 48 - '@t.bob'.length + 1),
     });
     const { auth } = service(repo);
     await auth.senderFromHeader('Bearer alice-token', ['@t.bob']);
@@ -154,16 +154,23 @@ describe('AuthService kept sender lookups', () => {
     expect(state.lookups).toBe(2);
     state.tokens.set(hashToken('alice-token'), {
       ...agent(1, '@t.alice'),
-      card_body: 'c'.repeat(KEPT_PROFILE_MAX_CHARS),
+      card_body: 'c'.repeat(KEPT_ENTRY_MAX_CHARS - '@t.bob'.length),
     });
-    await auth.senderFromHeader('Bearer alice-token', ['@t.carol']);
-    expect((await auth.senderFromHeader('Bearer alice-token', ['@t.carol'])).recipients.kept).toBe(true);
+    await auth.senderFromHeader('Bearer alice-token', ['@t.bob']);
+    expect((await auth.senderFromHeader('Bearer alice-token', ['@t.bob'])).recipients.kept).toBe(true);
+    await auth.senderFromHeader('Bearer alice-token', ['@t.bob', '@t.nobody']);
+    expect(
+      (await auth.senderFromHeader('Bearer alice-token', ['@t.bob', '@t.nobody'])).recipients.kept,
+    ).toBeUndefined();
   });
 
   it(`keeps at most ${KEPT_LOOKUPS_MAX} lookups, dropping the oldest`, async () => {
     const { state, repo } = repository();
     const { auth } = service(repo);
-    const handles = (i: number) => ['@t.bob', `@t.x${i}`];
+    const handles = (i: number) =>
+      Array.from({ length: (i % 50) + 1 }, () => '@t.bob').concat(
+        i >= 50 ? [`@t.carol`].concat(Array.from({ length: Math.floor(i / 50) }, () => '@t.bob')) : [],
+      );
     for (let i = 0; i <= KEPT_LOOKUPS_MAX; i++) await auth.senderFromHeader('Bearer alice-token', handles(i));
     const lookups = state.lookups;
     expect((await auth.senderFromHeader('Bearer alice-token', handles(KEPT_LOOKUPS_MAX))).recipients.kept).toBe(true);

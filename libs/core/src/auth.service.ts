@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { AgentsRepository, OrgsRepository, type NullableMailboxState } from '#db';
@@ -33,8 +34,15 @@ export interface Recipients {
 
 export const NO_RECIPIENTS: Recipients = { agents: new Map(), blockedBy: [] };
 
-/** A kept lookup's key: the token's hash and the handles in the order the send named them. */
-const keptKey = (tokenHash: string, handles: readonly string[]): string => `${tokenHash} ${handles.join(' ')}`;
+/**
+ * A kept lookup's key: a digest of the token's hash and the handles in the order the send named
+ * them (a send may name 100 long handles; the key stays 44 characters).
+ */
+const keptKey = (tokenHash: string, handles: readonly string[]): string =>
+  createHash('sha256').update(tokenHash).update('\n').update(handles.join('\n')).digest('base64');
+
+/** Characters of a list of handles or patterns. */
+const textOf = (list: readonly string[]): number => list.reduce((sum, entry) => sum + entry.length, 0);
 
 /** Who holds an admin token: the operator (everything) or one organization (`@<org>.*` only). */
 export type AdminScope = { kind: 'operator' } | { kind: 'org'; org: string };
@@ -61,11 +69,11 @@ interface KeptLookup {
 /** Kept sender lookups per node (oldest dropped first). */
 export const KEPT_LOOKUPS_MAX = 10_000;
 /**
- * A sender whose card and description are longer than this (characters) is looked up afresh on
- * every send instead of kept: the kept map holds its whole agent row, and a card may be large.
- * With this bound the map holds at most a few tens of MB.
+ * A lookup whose text (the sender's card, description and allowlist, the named recipients'
+ * handles and allowlists) passes this many characters is not kept: its sends are looked up afresh.
+ * With KEPT_LOOKUPS_MAX this bounds the map to about 50 MB (a few MB for ordinary agents).
  */
-export const KEPT_PROFILE_MAX_CHARS = 2_048;
+export const KEPT_ENTRY_MAX_CHARS = 2_048;
 
 /** Lookups of concurrent requests share a query; at most this many such queries are out at once. */
 const LOOKUPS_IN_FLIGHT = 2;
@@ -169,9 +177,7 @@ export class AuthService {
       };
     }
     const { agent, recipients } = await this.authenticate(tokenHash, handles);
-    const profile = (agent.card_body?.length ?? 0) + (agent.description?.length ?? 0);
-    if (this.keepMs > 0 && recipients.policyEpoch !== undefined && profile <= KEPT_PROFILE_MAX_CHARS)
-      this.keep(key, agent, handles, recipients);
+    if (this.keepMs > 0 && recipients.policyEpoch !== undefined) this.keep(key, agent, handles, recipients);
     return { agent, recipients: { ...recipients, reload } };
   }
 
@@ -193,12 +199,16 @@ export class AuthService {
    */
   private keep(key: string, sender: Agent, handles: readonly string[], recipients: Recipients): void {
     const agents = new Map<string, RecipientWithState>();
+    let chars = (sender.card_body?.length ?? 0) + (sender.description?.length ?? 0) + textOf(sender.allowlist);
     for (const handle of handles) {
       const agent = recipients.agents.get(handle);
-      if (agent === undefined) continue;
+      // A send naming a handle that does not exist is refused: nothing worth keeping.
+      if (agent === undefined) return;
+      chars += handle.length + textOf(agent.allowlist);
       const { last_seq: _seq, last_created_at: _createdAt, ...policy } = agent;
       agents.set(handle, policy);
     }
+    if (chars > KEPT_ENTRY_MAX_CHARS) return;
     const blockedBy = recipients.blockedBy.filter((handle) => agents.has(handle));
     this.kept.delete(key);
     this.kept.set(key, {

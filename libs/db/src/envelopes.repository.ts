@@ -125,9 +125,9 @@ export class EnvelopesRepository {
       ...envelopeParams(envelopes),
       ...entryParams(entries),
       ...advanceParams(states, expectedSeqs),
-      policyEpoch,
       states.length,
       envelopes.length,
+      policyEpoch,
     ];
     const query = this.statement('roost_accept_if_current', acceptIfCurrentSql, parameters);
     try {
@@ -168,9 +168,9 @@ export class EnvelopesRepository {
           ...envelopeParams([]),
           ...entryParams([]),
           ...advanceParams([], []),
+          0,
+          0,
           null,
-          0,
-          0,
         ]),
       },
       {
@@ -284,14 +284,14 @@ function acceptBatchSql(p: readonly unknown[]): RawBuilder<{ id: string }> {
 function acceptIfCurrentSql(p: readonly unknown[]): RawBuilder<{ ok: boolean }> {
   const entries = p.slice(ENVELOPE_PARAMS);
   const advance = entries.slice(ENTRY_PARAMS);
-  const [policyEpoch, states, envelopes] = advance.slice(ADVANCE_PARAMS);
+  const [states, envelopes, policyEpoch] = advance.slice(ADVANCE_PARAMS);
   return sql<{ ok: boolean }>`
       with inserted as (${insertEnvelopesSql(p)}),
       entries as (${insertEntriesSql(entries)}),
       advanced as (${advanceMailboxesSql(advance, true)})
-      select roost_assert_policy(${policyEpoch}::bigint) and roost_assert_accept(
+      select roost_assert_accept(
         (select count(*) from advanced) = ${states}::bigint,
-        (select count(*) from inserted) = ${envelopes}::bigint) as ok`;
+        (select count(*) from inserted) = ${envelopes}::bigint) and roost_assert_policy(${policyEpoch}::bigint) as ok`;
 }
 
 function assertPolicySql([epoch]: readonly unknown[]): RawBuilder<{ ok: boolean }> {
