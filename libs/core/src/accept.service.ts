@@ -123,7 +123,7 @@ export class AcceptService {
         const reload = options.recipients?.reload;
         if (!reload || reloaded) throw new AsmtpError(503, 'UNAVAILABLE', 'policy changed during the send, retry');
         reloaded = true;
-        ({ sender, options } = await this.reloaded(reload, options));
+        ({ sender, options } = await this.reloaded(() => reload(true), options));
         ({ job, handles, warnings } = await this.prepare(sender, posted, options));
         attempt--; // not a contended id: the fresh lookup's attempt starts the count again
         continue;
@@ -167,7 +167,7 @@ export class AcceptService {
 
   /** The sender and recipients looked up afresh, in place of a kept lookup. */
   private async reloaded(
-    reload: NonNullable<Recipients['reload']>,
+    reload: () => ReturnType<NonNullable<Recipients['reload']>>,
     options: AcceptOptions,
   ): Promise<{ sender: Agent; options: AcceptOptions }> {
     const fresh = await reload();

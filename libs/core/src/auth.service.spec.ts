@@ -2,7 +2,7 @@ import { loadConfig } from '#config';
 import type { AgentsRepository, OrgsRepository, SendersAndRecipients } from '#db';
 import { hashToken, type Agent } from '#domain';
 import { Metrics } from '#metrics';
-import { AuthService, KEPT_ENTRY_MAX_CHARS, KEPT_LOOKUPS_MAX } from './auth.service';
+import { AuthService, KEPT_ENTRY_MAX_CHARS, KEPT_LOOKUPS_MAX, KEPT_PAUSE_MS } from './auth.service';
 
 const agent = (id: number, handle: string): Agent => ({
   id,
@@ -117,6 +117,27 @@ describe('AuthService kept sender lookups', () => {
     state.epoch = 8;
     await expect(kept.recipients.reload!()).rejects.toMatchObject({ status: 401 });
     await expect(auth.senderFromHeader('Bearer alice-token', ['@t.bob'])).rejects.toMatchObject({ status: 401 });
+  });
+
+  it(`a commit that found the epoch moved pauses kept lookups for ${KEPT_PAUSE_MS} ms`, async () => {
+    const now = jest.spyOn(Date, 'now');
+    try {
+      now.mockReturnValue(5_000_000);
+      const { state, repo } = repository();
+      const { auth } = service(repo);
+      await auth.senderFromHeader('Bearer alice-token', ['@t.bob']);
+      const kept = await auth.senderFromHeader('Bearer alice-token', ['@t.bob']);
+      await kept.recipients.reload!(); // a refusal decided again: no pause
+      expect((await auth.senderFromHeader('Bearer alice-token', ['@t.bob'])).recipients.kept).toBe(true);
+      await kept.recipients.reload!(true);
+      now.mockReturnValue(5_000_000 + KEPT_PAUSE_MS - 1);
+      expect((await auth.senderFromHeader('Bearer alice-token', ['@t.bob'])).recipients.kept).toBeUndefined();
+      now.mockReturnValue(5_000_000 + KEPT_PAUSE_MS);
+      expect((await auth.senderFromHeader('Bearer alice-token', ['@t.bob'])).recipients.kept).toBe(true);
+      expect(state.lookups).toBe(4);
+    } finally {
+      now.mockRestore();
+    }
   });
 
   it('keeps a lookup for ROOST_ACCEPT_KEEP_LOOKUPS_MS, and none at 0', async () => {

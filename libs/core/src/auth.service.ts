@@ -28,8 +28,11 @@ export interface Recipients {
   policyEpoch?: number;
   /** True when the lookup was kept from an earlier send (not read for this one). */
   kept?: boolean;
-  /** The same lookup read afresh (a send whose kept lookup turned out stale retries with it). */
-  reload?: () => Promise<{ agent: Agent; recipients: Recipients }>;
+  /**
+   * The same lookup read afresh: for a send whose kept lookup refused it, or (`stale`) whose commit
+   * found the policy epoch moved, which also pauses this node's kept lookups (KEPT_PAUSE_MS).
+   */
+  reload?: (stale?: boolean) => Promise<{ agent: Agent; recipients: Recipients }>;
 }
 
 export const NO_RECIPIENTS: Recipients = { agents: new Map(), blockedBy: [] };
@@ -74,6 +77,13 @@ export const KEPT_LOOKUPS_MAX = 10_000;
  * With KEPT_LOOKUPS_MAX this bounds the map to about 50 MB (a few MB for ordinary agents).
  */
 export const KEPT_ENTRY_MAX_CHARS = 2_048;
+/**
+ * After a commit found the policy epoch moved under a kept lookup, this node looks every send up
+ * afresh for this long: when policies change faster than the lookups pay back (agents blocking
+ * and unblocking many times a second), each kept send would cost a failed statement and a lookup
+ * anyway; this way such churn costs what it did before anything was kept, no more.
+ */
+export const KEPT_PAUSE_MS = 1_000;
 
 /** Lookups of concurrent requests share a query; at most this many such queries are out at once. */
 const LOOKUPS_IN_FLIGHT = 2;
@@ -96,6 +106,8 @@ export class AuthService {
   private newestEpoch = 0;
   /** ROOST_ACCEPT_KEEP_LOOKUPS_MS: how long a lookup is kept; 0 keeps none. */
   private readonly keepMs: number;
+  /** `Date.now()` of the last commit that found the epoch moved under a kept lookup. */
+  private pausedAt = -Infinity;
 
   /** Token hashes just looked up and not found: refused again without a query for a short window. */
   private readonly unknownAgentTokens = new UnknownTokens();
@@ -166,9 +178,13 @@ export class AuthService {
     handles: readonly string[],
     fresh: boolean,
   ): Promise<{ agent: Agent; recipients: Recipients }> {
-    const reload = () => this.sender(tokenHash, handles, true);
+    const reload = (stale = false) => {
+      if (stale) this.pausedAt = Date.now();
+      return this.sender(tokenHash, handles, true);
+    };
     const key = keptKey(tokenHash, handles);
-    const kept = fresh || this.keepMs === 0 ? undefined : this.keptFor(key);
+    const paused = Date.now() - this.pausedAt < KEPT_PAUSE_MS;
+    const kept = fresh || this.keepMs === 0 || paused ? undefined : this.keptFor(key);
     if (kept) {
       this.metrics.keptSenderLookups.inc();
       return {
