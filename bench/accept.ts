@@ -144,6 +144,39 @@ export interface AcceptOptions {
 }
 
 /**
+ * Policy churn beside the senders: one more agent blocks and unblocks a handle, `perS` changes a
+ * second (each moves the policy epoch that kept sender lookups are checked against). Stops with
+ * `stop()`, resolving with the changes made.
+ */
+function churnPolicy(node: OperatorProcess, token: string, perS: number): { stop(): Promise<number> } {
+  let running = true;
+  let changes = 0;
+  const loop = (async () => {
+    const started = performance.now();
+    while (running) {
+      const block = changes % 2 === 0;
+      await request(
+        node.url,
+        block ? 'POST' : 'DELETE',
+        block ? '/agents/me/blocks' : `/agents/me/blocks/${encodeURIComponent('@bench.inbox')}`,
+        token,
+        block ? JSON.stringify({ handle: '@bench.inbox' }) : undefined,
+      ).catch(() => undefined);
+      changes++;
+      const due = started + (changes * 1000) / perS;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())));
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      return changes;
+    },
+  };
+}
+
+/**
  * 32 senders post ~1 KB envelopes to one recipient (or, with `inboxes`, sender i to inbox i mod N) on a fresh operator with new agents, from the
  * very first request: the first FIRST_SECONDS seconds are reported second by second, the rest as
  * the steady figures. Options: ROOST_BENCH_SECONDS (default 20, steady part); ROOST_BENCH_APIS
@@ -177,6 +210,8 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   try {
     for (let i = 0; i < inboxes; i++) await createAgent(op, inboxOf(i));
     const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
+    const churnPerS = Number(process.env.ROOST_BENCH_POLICY_CHURN_PER_S ?? 0);
+    const churner = churnPerS > 0 ? await createAgent(op, '@bench.churner') : undefined;
     const envelopeBody = (id: string, w = 0) =>
       JSON.stringify({
         id,
@@ -196,7 +231,9 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     const gcBefore = await Promise.all(nodes.map((n) => gcCounters(n.child.pid)));
     const cpuBefore = await Promise.all(nodes.map((n) => n.cpuMs()));
     const benchBefore = process.cpuUsage();
+    const churn = churner ? churnPolicy(op, churner, churnPerS) : undefined;
     const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
+    const policyChanges = (await churn?.stop()) ?? 0;
     const benchInRun = process.cpuUsage(benchBefore);
     const cpuInRunMs = (await Promise.all(nodes.map((n) => n.cpuMs()))).reduce(
       (sum, ms, i) => sum + ms - cpuBefore[i],
@@ -239,6 +276,9 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       statements_per_envelope: perEnvelope('roost_db_query_duration_seconds_count'),
       batches_per_envelope: perEnvelope('roost_accept_batch_envelopes_count'),
       lock_fallbacks_per_envelope: perEnvelope('roost_accept_lock_fallbacks_total'),
+      kept_lookups_per_envelope: perEnvelope('roost_auth_kept_lookups_total'),
+      policy_stale_per_envelope: perEnvelope('roost_accept_policy_stale_total'),
+      policy_changes_per_s: round(policyChanges / (FIRST_SECONDS + seconds), 1),
       ...(mode === 'embedded' ? { wal_syncs_per_envelope: perEnvelope('roost_db_syncs_total{kind="wal"}') } : {}),
       operator_cpu_s: round(cpuMs.reduce((a, b) => a + b, 0) / 1000, 1),
       bench_cpu_s: round(process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, 1),
