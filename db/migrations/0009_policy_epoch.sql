@@ -14,6 +14,9 @@
 -- too, and the epoch row is locked only from that end to the commit, not through a long
 -- transaction (an organization's deletion). One bump per transaction (a transaction-local flag).
 --
+-- `roost.policy_epoch_bumped` is Roost's own transaction-local flag: it must never be set for a
+-- session or a role (ALTER ROLE … SET, PGOPTIONS), which would stop the bumps.
+--
 -- The epoch jumps to at least the current time in microseconds, so a database restored or failed
 -- over to a point before some bumps never hands out an epoch that a kept lookup already holds for
 -- other data.

@@ -149,3 +149,26 @@ describe('kept sender lookups on Postgres', () => {
     expect(rows.slice(0, 12).map((row) => row.envelope_id)).toEqual(sent.slice(0, 12));
   });
 });
+
+describe('kept sender lookups and the rate limit', () => {
+  let op: TestOperator;
+  beforeAll(async () => {
+    op = await startOperator({
+      backend: 'postgres',
+      env: { ROOST_RATE_LIMIT_PER_S: '1', ROOST_RATE_LIMIT_BURST: '1' },
+    });
+  });
+  afterAll(async () => {
+    await op?.close();
+  });
+
+  it('a token revoked since its lookup was kept answers 401, not 429, once its bucket is empty', async () => {
+    const alice = await op.agent('@kr.alice');
+    await op.agent('@kr.bob');
+    expect((await op.client.post('/messages', envelope('@kr.bob'), alice)).status).toBe(202); // kept; bucket empty
+    expect((await op.client.post('/messages', envelope('@kr.bob'), alice)).status).toBe(429); // within the second
+    const handle = encodeURIComponent('@kr.alice');
+    expect((await op.client.post(`/_admin/agents/${handle}/rotate-token`, {}, op.adminToken)).status).toBe(200);
+    expect((await op.client.post('/messages', envelope('@kr.bob'), alice)).status).toBe(401);
+  });
+});

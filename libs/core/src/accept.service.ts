@@ -77,10 +77,11 @@ export class AcceptService {
   }
 
   /**
-   * `acceptPosted`, and when a kept sender lookup (`Recipients.kept`) refused the send (any 4xx:
-   * the sender's token, the recipients' policy or the sender's content guard may have changed
-   * since it was read), the same decided again on a fresh lookup, so a refusal is never older
-   * than a fresh lookup's would be (a revoked token answers 401, as before anything was kept).
+   * `acceptPosted`; when it refused a send admitted by a kept sender lookup (`Recipients.kept`),
+   * the lookup is read afresh first, so a revoked token answers 401 whatever else was wrong (as
+   * before anything was kept), and a refusal the lookup decided (404: the recipients' policy and
+   * blocks; 422: the sender's content guard) is decided again on the fresh one. Other refusals
+   * (400, 409) do not depend on it and stand.
    */
   private async acceptKept(
     sender: Agent,
@@ -93,6 +94,7 @@ export class AcceptService {
       const reload = options.recipients?.kept ? options.recipients.reload : undefined;
       if (!reload || !(error instanceof AsmtpError) || error.status >= 500) throw error;
       const fresh = await this.reloaded(reload, options);
+      if (error.status !== 404 && error.status !== 422) throw error;
       return this.acceptPosted(fresh.sender, parsePostedEnvelope(input), fresh.options);
     }
   }

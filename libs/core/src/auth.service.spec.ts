@@ -2,7 +2,13 @@ import { loadConfig } from '#config';
 import type { AgentsRepository, OrgsRepository, SendersAndRecipients } from '#db';
 import { hashToken, type Agent } from '#domain';
 import { Metrics } from '#metrics';
-import { AuthService, KEPT_ENTRY_MAX_CHARS, KEPT_LOOKUPS_MAX, KEPT_PAUSE_MS } from './auth.service';
+import {
+  AuthService,
+  KEPT_ENTRY_MAX_CHARS,
+  KEPT_LOOKUPS_MAX,
+  KEPT_PAUSE_MS,
+  KEPT_RECIPIENT_CHARS,
+} from './auth.service';
 
 const agent = (id: number, handle: string): Agent => ({
   id,
@@ -33,6 +39,9 @@ function repository() {
         if (found) senders.set(hash, { agent: found, blockedBy: state.blocked ? ['@t.bob'] : [] });
       }
       const recipients = new Map([bob, carol].filter((r) => handles.includes(r.handle)).map((r) => [r.handle, r]));
+      // Any `@t.x<n>` exists too (for the count bound).
+      for (const handle of handles.filter((h) => h.startsWith('@t.x')))
+        recipients.set(handle, { ...agent(1000 + Number(handle.slice(4)), handle), last_seq: 0, last_created_at: 0 });
       return { senders, recipients, policyEpoch: state.epoch };
     },
   };
@@ -69,14 +78,14 @@ describe('AuthService kept sender lookups', () => {
     expect(bob).not.toHaveProperty('last_seq');
     expect(bob).not.toHaveProperty('last_created_at');
     expect(await kept(metrics)).toBe(1);
-    // Other recipients, or the same in another order, are another lookup.
+    // Other recipients are another lookup; the same in another order the same one.
     await auth.senderFromHeader('Bearer alice-token', ['@t.bob', '@t.carol']);
-    await auth.senderFromHeader('Bearer alice-token', ['@t.carol', '@t.bob']);
-    expect(state.lookups).toBe(3);
+    expect((await auth.senderFromHeader('Bearer alice-token', ['@t.carol', '@t.bob'])).recipients.kept).toBe(true);
+    expect(state.lookups).toBe(2);
     // Routes that name no recipients never use or keep one.
     await auth.senderFromHeader('Bearer alice-token', []);
     await auth.senderFromHeader('Bearer alice-token', []);
-    expect(state.lookups).toBe(5);
+    expect(state.lookups).toBe(4);
   });
 
   it('keeps only the named recipients of a shared lookup query, and the blocks among them', async () => {
@@ -167,7 +176,7 @@ describe('AuthService kept sender lookups', () => {
     state.tokens.set(hashToken('alice-token'), {
       ...agent(1, '@t.alice'),
       description: 'd'.repeat(48),
-      card_body: 'c'.repeat(KEPT_ENTRY_MAX_CHARS - 48 - '@t.bob'.length + 1),
+      card_body: 'c'.repeat(KEPT_ENTRY_MAX_CHARS - 48 - KEPT_RECIPIENT_CHARS - '@t.bob'.length + 1),
     });
     const { auth } = service(repo);
     await auth.senderFromHeader('Bearer alice-token', ['@t.bob']);
@@ -175,7 +184,7 @@ describe('AuthService kept sender lookups', () => {
     expect(state.lookups).toBe(2);
     state.tokens.set(hashToken('alice-token'), {
       ...agent(1, '@t.alice'),
-      card_body: 'c'.repeat(KEPT_ENTRY_MAX_CHARS - '@t.bob'.length),
+      card_body: 'c'.repeat(KEPT_ENTRY_MAX_CHARS - KEPT_RECIPIENT_CHARS - '@t.bob'.length),
     });
     await auth.senderFromHeader('Bearer alice-token', ['@t.bob']);
     expect((await auth.senderFromHeader('Bearer alice-token', ['@t.bob'])).recipients.kept).toBe(true);
@@ -185,13 +194,21 @@ describe('AuthService kept sender lookups', () => {
     ).toBeUndefined();
   });
 
+  it('does not keep a lookup of more recipients than its size allows', async () => {
+    const { state, repo } = repository();
+    const { auth } = service(repo);
+    const many = Array.from({ length: 16 }, (_, i) => `@t.x${i}`);
+    await auth.senderFromHeader('Bearer alice-token', many);
+    expect((await auth.senderFromHeader('Bearer alice-token', many)).recipients.kept).toBeUndefined();
+    await auth.senderFromHeader('Bearer alice-token', many.slice(0, 15));
+    expect((await auth.senderFromHeader('Bearer alice-token', many.slice(0, 15))).recipients.kept).toBe(true);
+    expect(state.lookups).toBe(3);
+  });
+
   it(`keeps at most ${KEPT_LOOKUPS_MAX} lookups, dropping the oldest`, async () => {
     const { state, repo } = repository();
     const { auth } = service(repo);
-    const handles = (i: number) =>
-      Array.from({ length: (i % 50) + 1 }, () => '@t.bob').concat(
-        i >= 50 ? [`@t.carol`].concat(Array.from({ length: Math.floor(i / 50) }, () => '@t.bob')) : [],
-      );
+    const handles = (i: number) => ['@t.bob', `@t.x${i}`];
     for (let i = 0; i <= KEPT_LOOKUPS_MAX; i++) await auth.senderFromHeader('Bearer alice-token', handles(i));
     const lookups = state.lookups;
     expect((await auth.senderFromHeader('Bearer alice-token', handles(KEPT_LOOKUPS_MAX))).recipients.kept).toBe(true);

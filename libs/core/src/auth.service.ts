@@ -38,11 +38,15 @@ export interface Recipients {
 export const NO_RECIPIENTS: Recipients = { agents: new Map(), blockedBy: [] };
 
 /**
- * A kept lookup's key: a digest of the token's hash and the handles in the order the send named
- * them (a send may name 100 long handles; the key stays 44 characters).
+ * A kept lookup's key: a digest of the token's hash and the named handles, sorted (their order does
+ * not change the decision; a send may name 100 long handles, the key stays 44 characters).
  */
 const keptKey = (tokenHash: string, handles: readonly string[]): string =>
-  createHash('sha256').update(tokenHash).update('\n').update(handles.join('\n')).digest('base64');
+  createHash('sha256')
+    .update(tokenHash)
+    .update('\n')
+    .update([...handles].sort().join('\n'))
+    .digest('base64');
 
 /** Characters of a list of handles or patterns. */
 const textOf = (list: readonly string[]): number => list.reduce((sum, entry) => sum + entry.length, 0);
@@ -72,16 +76,20 @@ interface KeptLookup {
 /** Kept sender lookups per node (oldest dropped first). */
 export const KEPT_LOOKUPS_MAX = 10_000;
 /**
- * A lookup whose text (the sender's card, description and allowlist, the named recipients'
- * handles and allowlists) passes this many characters is not kept: its sends are looked up afresh.
- * With KEPT_LOOKUPS_MAX this bounds the map to about 50 MB (a few MB for ordinary agents).
+ * A lookup whose size passes this many characters is not kept: its sends are looked up afresh. Its
+ * size is the sender's card, description and allowlist, each named recipient's handle and
+ * allowlist, and KEPT_RECIPIENT_CHARS per named recipient for its objects (so at most 16
+ * recipients). With KEPT_LOOKUPS_MAX this bounds the map to about 60 MB at worst (a few MB for
+ * ordinary agents, whose lookups are a few hundred bytes).
  */
 export const KEPT_ENTRY_MAX_CHARS = 2_048;
+/** What a kept recipient's own objects (its row, map slot, allowlist array) count for, in characters. */
+export const KEPT_RECIPIENT_CHARS = 128;
 /**
  * After a commit found the policy epoch moved under a kept lookup, this node looks every send up
  * afresh for this long: when policies change faster than the lookups pay back (agents blocking
  * and unblocking many times a second), each kept send would cost a failed statement and a lookup
- * anyway; this way such churn costs what it did before anything was kept, no more.
+ * anyway; this way such churn costs about what it did before anything was kept.
  */
 export const KEPT_PAUSE_MS = 1_000;
 
@@ -220,7 +228,7 @@ export class AuthService {
       const agent = recipients.agents.get(handle);
       // A send naming a handle that does not exist is refused: nothing worth keeping.
       if (agent === undefined) return;
-      chars += handle.length + textOf(agent.allowlist);
+      chars += KEPT_RECIPIENT_CHARS + handle.length + textOf(agent.allowlist);
       const { last_seq: _seq, last_created_at: _createdAt, ...policy } = agent;
       agents.set(handle, policy);
     }

@@ -34,7 +34,13 @@ export class AgentGuard implements CanActivate {
     request.recipients = recipients;
     const logContext = requestContext(request);
     if (logContext) logContext.agent = agent.handle;
-    await this.rateLimiter.take(agent.id);
+    try {
+      await this.rateLimiter.take(agent.id);
+    } catch (error) {
+      // A send admitted by a kept lookup: a token revoked since answers 401, not 429.
+      if (recipients.kept && recipients.reload) await recipients.reload();
+      throw error;
+    }
     return true;
   }
 
