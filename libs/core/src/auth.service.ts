@@ -78,7 +78,7 @@ export const KEPT_LOOKUPS_MAX = 10_000;
 /**
  * A lookup whose size passes this many characters is not kept: its sends are looked up afresh. Its
  * size is the sender's card, description and allowlist, each named recipient's handle and
- * allowlist, and KEPT_RECIPIENT_CHARS per named recipient for its objects (so at most 16
+ * allowlist, and KEPT_RECIPIENT_CHARS per named recipient for its objects (so at most 15
  * recipients). With KEPT_LOOKUPS_MAX this bounds the map to about 60 MB at worst (a few MB for
  * ordinary agents, whose lookups are a few hundred bytes).
  */
@@ -105,8 +105,8 @@ export class AuthService {
 
   /**
    * Sends' sender lookups by token hash and named handles, kept so that an agent sending again to
-   * the same recipients needs no lookup round trip. Safe because the commit of every send checks
-   * the policy epoch its lookup carries (migration 0009): any change to agents or blocks since
+   * the same recipients needs no lookup round trip. Safe because the commit of a send admitted by
+   * one checks the policy epoch it carries (migration 0009): a change since to what the lookup read
    * fails that commit, and the send is looked up afresh and retried (`AcceptService`).
    */
   private readonly kept = new Map<string, KeptLookup>();
