@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { startOperator, envelope, type TestOperator } from '../support/operator';
+import { startOperator, twoNodes, envelope, type TestOperator } from '../support/operator';
 
 /**
  * Kept sender lookups (ROOST_ACCEPT_KEEP_LOOKUPS_MS, migration 0009): a send reuses the sender and
@@ -14,12 +14,7 @@ describe('kept sender lookups on Postgres', () => {
   let db: pg.Client;
 
   beforeAll(async () => {
-    a = await startOperator({ backend: 'postgres' });
-    b = await startOperator({
-      backend: 'postgres',
-      databaseUrl: a.config.databaseUrl!,
-      env: { ROOST_ADMIN_TOKEN: a.adminToken },
-    });
+    [a, b] = await twoNodes({});
     db = new pg.Client({ connectionString: a.config.databaseUrl! });
     await db.connect();
   });

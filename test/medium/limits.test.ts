@@ -6,7 +6,7 @@ import { AuthService, UNKNOWN_TOKEN_WINDOW_MS } from '#core';
 import { AgentsRepository, OrgsRepository } from '#db';
 import { ulid } from '#domain';
 import { SocketLeases } from '../../apps/gateway/src/socket-leases';
-import { envelope, startOperator, type TestOperator } from '../support/operator';
+import { envelope, startOperator, twoNodes, type TestOperator } from '../support/operator';
 import { testRedisUrl } from '../support/services';
 import { connect, refusal, type Listener, type Refusal } from '../support/ws';
 import type { Reply } from '../support/client';
@@ -39,22 +39,6 @@ function expectRateLimited(reply: Pick<Reply, 'status' | 'body'> & { retryAfter:
 const restLimited = (reply: Reply) => expectRateLimited({ ...reply, retryAfter: reply.headers.get('retry-after') });
 const wsLimited = (refused: Refusal) =>
   expectRateLimited({ ...refused, retryAfter: refused.headers['retry-after'] as string | undefined });
-
-/** Two api+gateway nodes on one database and one Redis key prefix (one deployment). */
-async function twoNodes(env: Record<string, string>): Promise<[TestOperator, TestOperator]> {
-  const a = await startOperator({ backend: 'postgres', redis: true, env });
-  const b = await startOperator({
-    backend: 'postgres',
-    databaseUrl: a.config.databaseUrl!,
-    env: {
-      ...env,
-      ROOST_ADMIN_TOKEN: a.adminToken,
-      REDIS_URL: testRedisUrl(),
-      ROOST_REDIS_PREFIX: a.config.redisPrefix,
-    },
-  });
-  return [a, b];
-}
 
 describe('per-agent REST rate limit, shared by two api nodes through Redis', () => {
   let a: TestOperator;

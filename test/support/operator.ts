@@ -113,3 +113,19 @@ export function envelope(to: string | string[], fields: Record<string, unknown> 
     ...fields,
   };
 }
+
+/** Two api+gateway nodes on one database and one Redis key prefix (one deployment). */
+export async function twoNodes(env: Record<string, string>): Promise<[TestOperator, TestOperator]> {
+  const a = await startOperator({ backend: 'postgres', redis: true, env });
+  const b = await startOperator({
+    backend: 'postgres',
+    databaseUrl: a.config.databaseUrl!,
+    env: {
+      ...env,
+      ROOST_ADMIN_TOKEN: a.adminToken,
+      REDIS_URL: testRedisUrl(),
+      ROOST_REDIS_PREFIX: a.config.redisPrefix,
+    },
+  });
+  return [a, b];
+}

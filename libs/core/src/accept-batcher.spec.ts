@@ -60,10 +60,16 @@ function lookedUpJob(id: string, recipients: ReadonlyArray<number | [number, num
 
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
-describe('AcceptBatcher queue deadline', () => {
-  const config = loadConfig({
+/** A Postgres-mode config (the database is never reached) with these settings. */
+const specConfig = (env: Record<string, string> = {}) =>
+  loadConfig({
     DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
     ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+    ...env,
+  });
+
+describe('AcceptBatcher queue deadline', () => {
+  const config = specConfig({
     ROOST_ACCEPT_WRITERS: '1',
     ROOST_DB_STATEMENT_TIMEOUT_MS: '1000',
   });
@@ -164,10 +170,7 @@ function memoryRepository() {
 }
 
 describe('AcceptBatcher lock-free path', () => {
-  const config = loadConfig({
-    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
-    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
-  });
+  const config = specConfig();
 
   it('writes lock-free against the state its last commit left, and after another writer keeps the mailbox locked for 5 s of its clock', async () => {
     const { seqs, calls, repository } = memoryRepository();
@@ -196,10 +199,7 @@ describe('AcceptBatcher lock-free path', () => {
 });
 
 describe('AcceptBatcher lock-free path with looked-up mailbox states', () => {
-  const config = loadConfig({
-    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
-    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
-  });
+  const config = specConfig();
   const fallbacks = async (metrics: Metrics) => (await metrics.acceptLockFallbacks.get()).values[0]?.value ?? 0;
 
   it("writes a mailbox's first envelope lock-free against the looked-up state, then the newer of lookup and memory", async () => {
@@ -275,9 +275,7 @@ describe('AcceptBatcher lock-free path with looked-up mailbox states', () => {
 });
 
 describe('AcceptBatcher stage timings', () => {
-  const config = loadConfig({
-    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
-    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+  const config = specConfig({
     ROOST_ACCEPT_WRITERS: '1',
   });
 
@@ -312,9 +310,7 @@ describe('AcceptBatcher stage timings', () => {
 
 describe('AcceptBatcher batches beside one in flight', () => {
   // batchMax 8: two ready jobs (a quarter) justify a batch beside one in flight.
-  const config = loadConfig({
-    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
-    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+  const config = specConfig({
     ROOST_ACCEPT_WRITERS: '4',
     ROOST_ACCEPT_BATCH_MAX: '8',
   });
@@ -367,9 +363,7 @@ describe('AcceptBatcher batches beside one in flight', () => {
 
   it('with batching off (batch max 1) every job starts beside the others while a writer is free, as before', async () => {
     const gated = gatedRepository();
-    const single = loadConfig({
-      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
-      ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
+    const single = specConfig({
       ROOST_ACCEPT_WRITERS: '2',
       ROOST_ACCEPT_BATCH_MAX: '1',
     });
@@ -385,10 +379,7 @@ describe('AcceptBatcher batches beside one in flight', () => {
 });
 
 describe('AcceptBatcher policy epoch of kept sender lookups', () => {
-  const config = loadConfig({
-    DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/unused',
-    ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec',
-  });
+  const config = specConfig();
   const kept = (id: string, mailbox: number, policyEpoch: number): AcceptJob => ({ ...job(id, mailbox), policyEpoch });
 
   it('commits with the epoch of its kept lookups, and on a moved epoch stores nothing of theirs (policy_stale)', async () => {

@@ -79,8 +79,9 @@ export const KEPT_LOOKUPS_MAX = 10_000;
  * A lookup whose size passes this many characters is not kept: its sends are looked up afresh. Its
  * size is the sender's card, description and allowlist, each named recipient's handle and
  * allowlist, and KEPT_RECIPIENT_CHARS per named recipient for its objects (so at most 15
- * recipients). With KEPT_LOOKUPS_MAX this bounds the map to about 60 MB at worst (a few MB for
- * ordinary agents, whose lookups are a few hundred bytes).
+ * recipients). With KEPT_LOOKUPS_MAX this bounds the map to about 60 MB at worst, an estimate from
+ * object sizes, not a measurement (a few MB for ordinary agents, whose lookups are a few hundred
+ * bytes).
  */
 export const KEPT_ENTRY_MAX_CHARS = 2_048;
 /** What a kept recipient's own objects (its row, map slot, allowlist array) count for, in characters. */
