@@ -5,6 +5,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { EnvelopesRepository, migrate, openPglite, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
 import { ulid } from '#domain';
+import Redis from 'ioredis';
+import { processCounters, serverCpu } from './cluster';
 import { pgbenchCeiling } from './pgbench';
 import {
   createAgent,
@@ -230,11 +232,29 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     );
     const gcBefore = await Promise.all(nodes.map((n) => gcCounters(n.child.pid)));
     const cpuBefore = await Promise.all(nodes.map((n) => n.cpuMs()));
+    // Where the machine's CPU goes during the load: the operators' main threads, Postgres, Redis.
+    const redis = database && process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined;
+    const serversBefore = database ? await serverCpu(database.url, redis) : undefined;
+    const threadsBefore = nodes.map((n) => processCounters(n.child.pid ?? 0));
+    const runStart = performance.now();
     const benchBefore = process.cpuUsage();
     const churn = churner ? churnPolicy(op, churner, churnPerS) : undefined;
     const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
     const policyChanges = (await churn?.stop()) ?? 0;
     const benchInRun = process.cpuUsage(benchBefore);
+    const runS = (performance.now() - runStart) / 1000;
+    const mainThreadS = nodes.reduce(
+      (sum, n, i) => sum + processCounters(n.child.pid ?? 0).mainThreadS - threadsBefore[i].mainThreadS,
+      0,
+    );
+    const serversAfter = database ? await serverCpu(database.url, redis) : undefined;
+    redis?.disconnect();
+    // Backends that started during the run count from 0.
+    const postgresCpuS =
+      serversAfter && serversBefore
+        ? [...serversAfter.postgres].reduce((sum, [pid, cpu]) => sum + cpu - (serversBefore.postgres.get(pid) ?? 0), 0)
+        : null;
+    const redisCpuS = serversAfter && serversBefore && redis ? serversAfter.redis - serversBefore.redis : null;
     const cpuInRunMs = (await Promise.all(nodes.map((n) => n.cpuMs()))).reduce(
       (sum, ms, i) => sum + ms - cpuBefore[i],
       0,
@@ -252,6 +272,14 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       nodes.reduce((sum, _, i) => sum + counter(after[i], name) - counter(before[i], name), 0);
     const accepted = delta('roost_accept_batch_envelopes_sum');
     const perEnvelope = (name: string) => (accepted > 0 ? round(delta(name) / accepted, 3) : null);
+    // Mean time per envelope inside the operator, by stage (whole run).
+    const meanMs = (metric: string, labels: string) => {
+      const count = delta(`${metric}_count{${labels}}`);
+      return count > 0 ? round((delta(`${metric}_sum{${labels}}`) / count) * 1000, 2) : null;
+    };
+    const processed = samples.latencies.length;
+    const cpuMsPerEnvelope = (seconds: number | null) =>
+      seconds !== null && processed > 0 ? round((seconds * 1000) / processed, 3) : null;
     const roost = summary(samples.after(FIRST_SECONDS * 1000));
     const cpuMs = await Promise.all(nodes.map((n) => n.cpuMs()));
     await Promise.all(nodes.map((n) => n.stop()));
@@ -292,6 +320,16 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
         samples.latencies.length > 0
           ? round((benchInRun.user + benchInRun.system) / 1000 / samples.latencies.length, 3)
           : null,
+      // The operators' main threads (JavaScript, and the syscalls it makes): the share of the run
+      // each was on a CPU, and its CPU per envelope; the rest of operator_cpu is V8's helper threads.
+      operator_main_thread_busy: round(mainThreadS / runS / nodes.length, 2),
+      operator_main_thread_cpu_ms_per_envelope: cpuMsPerEnvelope(mainThreadS),
+      postgres_backends_cpu_ms_per_envelope: cpuMsPerEnvelope(postgresCpuS),
+      redis_server_cpu_ms_per_envelope: cpuMsPerEnvelope(redisCpuS),
+      // Server side, per envelope: the whole POST, the wait for a batch, the batch's statement.
+      server_ms_mean: meanMs('roost_http_request_duration_seconds', 'route="/messages",method="POST"'),
+      queue_ms_mean: meanMs('roost_accept_stage_seconds', 'stage="queue"'),
+      write_ms_mean: meanMs('roost_accept_stage_seconds', 'stage="write"'),
     };
     if (database) {
       const raw = await ceiling(database.url, seconds * 1000);

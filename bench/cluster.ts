@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
+import pg from 'pg';
 import WebSocket from 'ws';
 import { openRawWebSocket } from './raw-socket';
 import { ulid } from '#domain';
@@ -522,4 +523,33 @@ export function tcpExt(name: string): number {
     return index < 0 ? NaN : Number(values[index]);
   }
   return NaN;
+}
+
+/**
+ * CPU seconds so far of the Postgres backends serving the scratch database, by pid, and of the
+ * Redis server when given (from /proc: the bench runs on their machine; 0 without one); a pid gone
+ * or unreadable counts 0. In `push` the Redis figure includes the Redis floor's own XADD/XREAD.
+ */
+export async function serverCpu(databaseUrl: string, redis?: { info(section: string): Promise<string> }) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      'select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+    );
+    const redisPid = redis ? Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]) : NaN;
+    const read = (pid: number) => {
+      try {
+        return cpuSeconds(pid);
+      } catch {
+        return 0;
+      }
+    };
+    return {
+      postgres: new Map(rows.map(({ pid }) => [pid, read(pid)])),
+      redis: Number.isFinite(redisPid) ? read(redisPid) : 0,
+    };
+  } finally {
+    await client.end();
+  }
 }

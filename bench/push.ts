@@ -1,9 +1,8 @@
 import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import pg from 'pg';
 import { ulid } from '#domain';
-import { BenchCluster, connectUrl, cpuSeconds, notifyId, openSocket, openSockets, processCounters } from './cluster';
+import { BenchCluster, connectUrl, notifyId, openSocket, openSockets, processCounters, serverCpu } from './cluster';
 import { paced, runFloors } from './push-floors';
 import { gcCounters, gcFields, percentile, request, round } from './support';
 
@@ -29,35 +28,6 @@ export const stats = (values: number[]) => {
     max_ms: round(sorted.at(-1) ?? NaN),
   };
 };
-
-/**
- * CPU seconds so far of the Postgres backends serving the scratch database, by pid, and of the
- * Redis server (from /proc: the bench runs on their machine); a pid gone or unreadable counts 0.
- * The Redis figure includes the Redis floor's own XADD/XREAD.
- */
-async function serverCpu(databaseUrl: string, redis: { info(section: string): Promise<string> }) {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ pid: number }>(
-      'select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
-    );
-    const redisPid = Number(/process_id:(\d+)/.exec(await redis.info('server'))?.[1]);
-    const read = (pid: number) => {
-      try {
-        return cpuSeconds(pid);
-      } catch {
-        return 0;
-      }
-    };
-    return {
-      postgres: new Map(rows.map(({ pid }) => [pid, read(pid)])),
-      redis: Number.isFinite(redisPid) ? read(redisPid) : 0,
-    };
-  } finally {
-    await client.end();
-  }
-}
 
 const STAGES = ['server', 'auth', 'prepare', 'queue', 'write', 'publish'] as const;
 
