@@ -6,7 +6,7 @@ import pg from 'pg';
 import { EnvelopesRepository, migrate, openPglite, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
 import { ulid } from '#domain';
 import Redis from 'ioredis';
-import { processCounters, serverCpu } from './cluster';
+import { processCounters, serverCpu, serverCpuBetween } from './cluster';
 import { pgbenchCeiling } from './pgbench';
 import {
   createAgent,
@@ -249,12 +249,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     );
     const serversAfter = database ? await serverCpu(database.url, redis) : undefined;
     redis?.disconnect();
-    // Backends that started during the run count from 0.
-    const postgresCpuS =
-      serversAfter && serversBefore
-        ? [...serversAfter.postgres].reduce((sum, [pid, cpu]) => sum + cpu - (serversBefore.postgres.get(pid) ?? 0), 0)
-        : null;
-    const redisCpuS = serversAfter && serversBefore && redis ? serversAfter.redis - serversBefore.redis : null;
+    const servers = serversBefore && serversAfter ? serverCpuBetween(serversBefore, serversAfter) : undefined;
     const cpuInRunMs = (await Promise.all(nodes.map((n) => n.cpuMs()))).reduce(
       (sum, ms, i) => sum + ms - cpuBefore[i],
       0,
@@ -312,20 +307,16 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       bench_cpu_s: round(process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, 1),
       // CPU per accepted envelope over the whole load (first seconds included): far less sensitive to
       // the machine's load than the rates, so comparable between runs on a busy machine.
-      operator_cpu_ms_per_envelope:
-        samples.latencies.length > 0 ? round(cpuInRunMs / samples.latencies.length, 3) : null,
+      operator_cpu_ms_per_envelope: cpuMsPerEnvelope(cpuInRunMs / 1000),
       // Same span (first seconds included), from the operators' own GC statistics (bench/gc-probe.ts).
       ...gcFields(gcBefore, gcAfter, samples.latencies.length),
-      bench_cpu_ms_per_envelope:
-        samples.latencies.length > 0
-          ? round((benchInRun.user + benchInRun.system) / 1000 / samples.latencies.length, 3)
-          : null,
+      bench_cpu_ms_per_envelope: cpuMsPerEnvelope((benchInRun.user + benchInRun.system) / 1e6),
       // The operators' main threads (JavaScript, and the syscalls it makes): the share of the run
       // each was on a CPU, and its CPU per envelope; the rest of operator_cpu is V8's helper threads.
       operator_main_thread_busy: round(mainThreadS / runS / nodes.length, 2),
       operator_main_thread_cpu_ms_per_envelope: cpuMsPerEnvelope(mainThreadS),
-      postgres_backends_cpu_ms_per_envelope: cpuMsPerEnvelope(postgresCpuS),
-      redis_server_cpu_ms_per_envelope: cpuMsPerEnvelope(redisCpuS),
+      postgres_backends_cpu_ms_per_envelope: cpuMsPerEnvelope(servers?.postgres ?? null),
+      redis_server_cpu_ms_per_envelope: cpuMsPerEnvelope(redis ? (servers?.redis ?? null) : null),
       // Server side, per envelope: the whole POST, the wait for a batch, the batch's statement.
       server_ms_mean: meanMs('roost_http_request_duration_seconds', 'route="/messages",method="POST"'),
       queue_ms_mean: meanMs('roost_accept_stage_seconds', 'stage="queue"'),

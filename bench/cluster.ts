@@ -553,3 +553,16 @@ export async function serverCpu(databaseUrl: string, redis?: { info(section: str
     await client.end();
   }
 }
+
+/**
+ * CPU seconds between two `serverCpu` readings: the Postgres backends (one that started in
+ * between counts from 0) and Redis.
+ */
+export function serverCpuBetween(
+  before: Awaited<ReturnType<typeof serverCpu>>,
+  after: Awaited<ReturnType<typeof serverCpu>>,
+): { postgres: number; redis: number } {
+  let postgres = 0;
+  for (const [pid, cpu] of after.postgres) postgres += cpu - (before.postgres.get(pid) ?? 0);
+  return { postgres, redis: after.redis - before.redis };
+}

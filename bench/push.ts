@@ -2,7 +2,16 @@ import { loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
-import { BenchCluster, connectUrl, notifyId, openSocket, openSockets, processCounters, serverCpu } from './cluster';
+import {
+  BenchCluster,
+  connectUrl,
+  notifyId,
+  openSocket,
+  openSockets,
+  processCounters,
+  serverCpu,
+  serverCpuBetween,
+} from './cluster';
 import { paced, runFloors } from './push-floors';
 import { gcCounters, gcFields, percentile, request, round } from './support';
 
@@ -266,12 +275,10 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const gcAfter = await Promise.all(cluster.nodes.map((node) => gcCounters(node.pid)));
     const serversAfter = serverRedis ? await serverCpu(cluster.databaseUrl, serverRedis) : undefined;
     serverRedis?.disconnect();
-    // Backends that started during the run count from 0; the pg floor's own backends are gone by now.
-    const postgresCpuS =
-      serversAfter && serversBefore
-        ? [...serversAfter.postgres].reduce((sum, [pid, cpu]) => sum + cpu - (serversBefore.postgres.get(pid) ?? 0), 0)
-        : null;
-    const redisCpuS = serversAfter && serversBefore ? serversAfter.redis - serversBefore.redis : null;
+    // The pg floor's own backends are gone by now.
+    const servers = serversBefore && serversAfter ? serverCpuBetween(serversBefore, serversAfter) : undefined;
+    const postgresCpuS = servers?.postgres ?? null;
+    const redisCpuS = servers?.redis ?? null;
     const lagAfter = await eventLoopLagMax(api);
     const metricsAfter = await api.metrics();
     const stages = stageBreakdown(metricsBefore, metricsAfter);
