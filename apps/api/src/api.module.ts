@@ -12,7 +12,7 @@ import { AdminReadsController } from './admin/reads.controller';
 import { ReadsService } from './admin/reads.service';
 import { AgentsController } from './agents/agents.controller';
 import { AgentsService } from './agents/agents.service';
-import { AdminGuard, AgentGuard, SenderGuard } from './auth/guards';
+import { AdminGuard, AgentGuard } from './auth/guards';
 import { ConsoleModule } from './console/console.module';
 import { FilesController } from './files/files.controller';
 import { FilesService } from './files/files.service';
@@ -24,6 +24,7 @@ import { McpService } from './mcp/mcp.service';
 import { OpenApiController } from './openapi/openapi.controller';
 import { MessagesController } from './messages/messages.controller';
 import { MessagesService } from './messages/messages.service';
+import { SendRoute } from './messages/send.route';
 import { ReceiptsController } from './receipts/receipts.controller';
 import { ReceiptsService } from './receipts/receipts.service';
 import { SchedulesController } from './schedules/schedules.controller';
@@ -51,7 +52,7 @@ import { SearchService } from './search/search.service';
   ],
   providers: [
     AgentGuard,
-    SenderGuard,
+    SendRoute,
     AdminGuard,
     MessagesService,
     MailboxService,

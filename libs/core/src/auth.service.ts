@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
 import { InjectConfig, type Config } from '#config';
 import { AgentsRepository, OrgsRepository, type NullableMailboxState } from '#db';
@@ -42,11 +42,7 @@ export const NO_RECIPIENTS: Recipients = { agents: new Map(), blockedBy: [] };
  * not change the decision; a send may name 100 long handles, the key stays 44 characters).
  */
 const keptKey = (tokenHash: string, handles: readonly string[]): string =>
-  createHash('sha256')
-    .update(tokenHash)
-    .update('\n')
-    .update([...handles].sort().join('\n'))
-    .digest('base64');
+  hash('sha256', `${tokenHash}\n${[...handles].sort().join('\n')}`, 'base64');
 
 /** Characters of a list of handles or patterns. */
 const textOf = (list: readonly string[]): number => list.reduce((sum, entry) => sum + entry.length, 0);

@@ -2,7 +2,6 @@ import { createParamDecorator, type ExecutionContext } from '@nestjs/common';
 import type { FastifyRequest } from 'fastify';
 import { parseQueryString, type QueryPairs } from '#domain';
 import { jsonBody, rawQuery } from './body';
-import { requestContext, type RequestContext } from './logging';
 
 /** The body parsed as a JSON object (after the guards ran: auth comes before body errors). */
 export const JsonBody = createParamDecorator((_data: unknown, context: ExecutionContext): Record<string, unknown> =>
@@ -12,12 +11,6 @@ export const JsonBody = createParamDecorator((_data: unknown, context: Execution
 /** The raw query as ordered pairs (first occurrence wins; `ids` splits on unencoded commas). */
 export const Query = createParamDecorator((_data: unknown, context: ExecutionContext): QueryPairs =>
   parseQueryString(rawQuery(context.switchToHttp().getRequest<FastifyRequest>())),
-);
-
-/** The request's log context (to add the envelope id its access line carries). */
-export const LogContext = createParamDecorator(
-  (_data: unknown, context: ExecutionContext): RequestContext | undefined =>
-    requestContext(context.switchToHttp().getRequest<FastifyRequest>()),
 );
 
 export const JSON_CONTENT_TYPE = 'application/json; charset=utf-8';

@@ -2,62 +2,56 @@ import { createParamDecorator, Injectable, type CanActivate, type ExecutionConte
 import type { FastifyRequest } from 'fastify';
 import { AuthFailLimiter, AuthService, RateLimiter, type AdminScope, type Recipients } from '#core';
 import type { Agent } from '#domain';
-import { peekRecipientHandles, requestContext } from '#http';
+import { requestContext } from '#http';
 
 // The HTTP side of authentication (Fastify requests, request logs) lives with the REST app, so
 // libs/core keeps no HTTP types (docs/architecture.md, Layers).
-type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope; recipients?: Recipients };
+type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope };
 
 /** The address a request's failed authentications count against. */
 const addressOf = (limiter: AuthFailLimiter, request: FastifyRequest): string =>
   limiter.addressOf(request.raw.socket.remoteAddress, request.headers['x-forwarded-for']);
 
-/** Agent routes: `Authorization: Bearer <agent token>` or 401. */
+/**
+ * Authenticate an agent request (failures limited per client address), loading the recipients
+ * `handles` names in the same round trip, then take a token from the agent's rate limit (429
+ * RATE_LIMITED either way). Leaves the agent on the request and in its log context. `AgentGuard`
+ * and `POST /messages` (send.route.ts, not a Nest route) share it.
+ */
+export async function authenticateAgent(
+  services: { auth: AuthService; rateLimiter: RateLimiter; authFail: AuthFailLimiter },
+  request: FastifyRequest,
+  handles: readonly string[],
+): Promise<{ agent: Agent; recipients: Recipients }> {
+  const { auth, rateLimiter, authFail } = services;
+  const { agent, recipients } = await authFail.guard(addressOf(authFail, request), () =>
+    auth.senderFromHeader(request.headers.authorization, handles),
+  );
+  (request as AuthedRequest).agent = agent;
+  const logContext = requestContext(request);
+  if (logContext) logContext.agent = agent.handle;
+  try {
+    await rateLimiter.take(agent.id);
+  } catch (error) {
+    // A send admitted by a kept lookup: a token revoked since answers 401, not 429.
+    if (recipients.kept && recipients.reload) await recipients.reload();
+    throw error;
+  }
+  return { agent, recipients };
+}
+
+/** Agent routes: `Authorization: Bearer <agent token>` or 401, then the agent's rate limit. */
 @Injectable()
 export class AgentGuard implements CanActivate {
   constructor(
-    private readonly auth: AuthService,
-    private readonly rateLimiter: RateLimiter,
-    private readonly authFail: AuthFailLimiter,
+    readonly auth: AuthService,
+    readonly rateLimiter: RateLimiter,
+    readonly authFail: AuthFailLimiter,
   ) {}
 
-  /**
-   * Authenticate (failures limited per client address), then take a token from the agent's rate
-   * limit (429 RATE_LIMITED either way).
-   */
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const request = context.switchToHttp().getRequest<AuthedRequest>();
-    const { agent, recipients } = await this.authFail.guard(addressOf(this.authFail, request), () =>
-      this.auth.senderFromHeader(request.headers.authorization, this.handlesOf(request)),
-    );
-    request.agent = agent;
-    request.recipients = recipients;
-    const logContext = requestContext(request);
-    if (logContext) logContext.agent = agent.handle;
-    try {
-      await this.rateLimiter.take(agent.id);
-    } catch (error) {
-      // A send admitted by a kept lookup: a token revoked since answers 401, not 429.
-      if (recipients.kept && recipients.reload) await recipients.reload();
-      throw error;
-    }
+    await authenticateAgent(this, context.switchToHttp().getRequest<AuthedRequest>(), []);
     return true;
-  }
-
-  /** Recipients to load with the agent (none on most routes). */
-  protected handlesOf(_request: FastifyRequest): readonly string[] {
-    return [];
-  }
-}
-
-/**
- * `POST /messages`: `AgentGuard`, with the recipients the body names loaded in the same round trip
- * as the sender (the accept path's policy inputs; it loads any it still lacks).
- */
-@Injectable()
-export class SenderGuard extends AgentGuard {
-  protected override handlesOf(request: FastifyRequest): readonly string[] {
-    return peekRecipientHandles(request);
   }
 }
 
@@ -81,12 +75,6 @@ export class AdminGuard implements CanActivate {
 /** The authenticated agent (after `AgentGuard`). */
 export const CurrentAgent = createParamDecorator(
   (_data: unknown, context: ExecutionContext): Agent => context.switchToHttp().getRequest<AuthedRequest>().agent!,
-);
-
-/** The recipients `SenderGuard` loaded with the sender. */
-export const PrefetchedRecipients = createParamDecorator(
-  (_data: unknown, context: ExecutionContext): Recipients | undefined =>
-    context.switchToHttp().getRequest<AuthedRequest>().recipients,
 );
 
 /** The authenticated admin scope (after `AdminGuard`). */

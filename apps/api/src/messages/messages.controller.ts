@@ -1,30 +1,13 @@
-import { Controller, Get, Header, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { AcceptService, type Accepted, type Recipients } from '#core';
+import { Controller, Get, Header, Param, UseGuards } from '@nestjs/common';
 import { parseIdsQuery, parsePeek, type Agent, type QueryPairs } from '#domain';
-import { JSON_CONTENT_TYPE, JsonBody, LogContext, Query, type RequestContext } from '#http';
-import { AgentGuard, CurrentAgent, PrefetchedRecipients, SenderGuard } from '../auth/guards';
+import { JSON_CONTENT_TYPE, Query } from '#http';
+import { AgentGuard, CurrentAgent } from '../auth/guards';
 import { MessagesService } from './messages.service';
 
+/** `GET /messages` and `GET /messages/:id`; `POST /messages` is send.route.ts. */
 @Controller('/messages')
 export class MessagesController {
-  constructor(
-    private readonly accept: AcceptService,
-    private readonly messages: MessagesService,
-  ) {}
-
-  /** ASMTP.md §3.2. */
-  @Post()
-  @HttpCode(202)
-  @UseGuards(SenderGuard)
-  async send(
-    @CurrentAgent() agent: Agent,
-    @PrefetchedRecipients() recipients: Recipients | undefined,
-    @JsonBody() body: Record<string, unknown>,
-    @LogContext() logContext: RequestContext | undefined,
-  ): Promise<Accepted> {
-    if (logContext && typeof body.id === 'string') logContext.envelope_id = body.id.slice(0, 26);
-    return (await this.accept.accept(agent, body, { recipients })).accepted;
-  }
+  constructor(private readonly messages: MessagesService) {}
 
   /** Batch fetch, ASMTP.md §3.4. */
   @Get()
