@@ -190,11 +190,14 @@ export class AuthService {
     const key = keptKey(tokenHash, handles);
     const paused = Date.now() - this.pausedAt < KEPT_PAUSE_MS;
     const kept = fresh || this.keepMs === 0 || paused ? undefined : this.keptFor(key);
+    // Built field by field: on Node 20 an object spread followed by more properties
+    // (`{ ...kept.recipients, kept: true, reload }`) took 1.6 µs, on every kept send.
     if (kept) {
       this.metrics.keptSenderLookups.inc();
+      const { agents, blockedBy } = kept.recipients;
       return {
         agent: kept.sender,
-        recipients: { ...kept.recipients, policyEpoch: kept.policyEpoch, kept: true, reload },
+        recipients: { agents, blockedBy, policyEpoch: kept.policyEpoch, kept: true, reload },
       };
     }
     const { agent, recipients } = await this.authenticate(tokenHash, handles);

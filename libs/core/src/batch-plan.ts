@@ -87,7 +87,10 @@ export function stampBatch(jobs: readonly AcceptJob[], locked: readonly MailboxS
     for (let i = 0; i < recipients.length; i++)
       createdAt = createdAtAbove(createdAt, lastCreatedAt.get(recipients[i].agentId)!);
     for (let i = 0; i < recipients.length; i++) lastCreatedAt.set(recipients[i].agentId, createdAt);
-    const header = headerJsonOf(job.stored, { ...job.derived, created_at: createdAt }, job.extensions);
+    // Fields spelled out: on Node 20 a spread followed by more properties (`{ ...a, b }`) costs about
+    // half a microsecond per property, once per envelope here.
+    const { type_hint, size_hint } = job.derived;
+    const header = headerJsonOf(job.stored, { type_hint, size_hint, created_at: createdAt }, job.extensions);
     stamped.createdAts.push(createdAt);
     stamped.headers.push(header);
     stamped.envelopes.push(envelopeRow(job, createdAt, now, header));
