@@ -3,7 +3,7 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import { loadConfig } from '#config';
 import { ulid } from '#domain';
 import { createLogger } from '#http';
-import { AuthService } from '#core';
+import { AcceptService, AuthService } from '#core';
 import { MessagesService } from '../../apps/api/src/messages/messages.service';
 import { buildRoostApp } from '../../apps/roost/src/bootstrap';
 import { TestClient } from '../support/client';
@@ -126,6 +126,49 @@ describe('request log context', () => {
       agent: '@logs.carol',
     });
     expect(accessLine('fails-500')).toMatchObject({ status: 500, agent: '@logs.carol' });
+  });
+
+  it('POST /messages (a plain Fastify route, not a Nest one) fails through the same filter: ASMTP body, error line, access line', async () => {
+    const erin = await agent('@logs.erin');
+    await agent('@logs.frank');
+    const accept = jest.spyOn(app.get(AcceptService), 'accept');
+    const send = (reqId: string, id: string) =>
+      client.request('POST', '/messages', {
+        token: erin,
+        headers: { 'x-request-id': reqId },
+        body: { id, to: ['@logs.frank'], date_ms: Date.now(), content_parts: [{ type: 'text', text: 'hi' }] },
+      });
+    const id = ulid();
+    try {
+      accept.mockRejectedValueOnce(new Error('planted send failure'));
+      const failed = await send('send-500', id);
+      expect(failed.status).toBe(500);
+      expect(failed.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      expect(failed.body).toEqual({ error: { code: 'INTERNAL_ERROR', message: 'internal error' } });
+      accept.mockRejectedValueOnce(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+      const unavailable = await send('send-503', ulid());
+      expect(unavailable.status).toBe(503);
+      expect(unavailable.body).toEqual({
+        error: { code: 'UNAVAILABLE', message: 'a dependency is unavailable, retry later' },
+      });
+    } finally {
+      accept.mockRestore();
+    }
+    const error = lines.find((line) => line.level === 'error' && line.req_id === 'send-500');
+    expect(error).toMatchObject({ context: 'http', agent: '@logs.erin', envelope_id: id, msg: 'internal error' });
+    expect(String(error?.stack)).toContain('planted send failure');
+    expect(accessLine('send-500')).toMatchObject({
+      route: '/messages',
+      status: 500,
+      agent: '@logs.erin',
+      envelope_id: id,
+    });
+    expect(accessLine('send-503')).toMatchObject({ route: '/messages', status: 503, agent: '@logs.erin' });
+    // And the route still answers 202 with the ASMTP body once nothing is planted.
+    const ok = await send('send-202', ulid());
+    expect(ok.status).toBe(202);
+    expect(ok.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(ok.body).toMatchObject({ recipients: [{ handle: '@logs.frank' }] });
   });
 
   it('an unexpected error during a WebSocket upgrade answers 500 and logs its stack with the request id', async () => {
