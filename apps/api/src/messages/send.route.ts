@@ -8,9 +8,9 @@ import { authenticateAgent } from '../auth/guards';
 /**
  * `POST /messages` (ASMTP.md §3.2) as a plain Fastify route rather than a Nest controller method:
  * the one route every envelope goes through. Nest's pipeline (an execution context per guard and
- * per parameter, a promise per parameter, the guard consumer) cost the accept path about a tenth of
- * its allocations and several percent of the operator's CPU per envelope for nothing this route
- * needs. The steps are those of the other agent routes, in the same order: authenticate (the
+ * per parameter, a promise per parameter, the guards consumer) cost the accept path about a fifth of
+ * its allocations and a tenth of the main thread's CPU per envelope, for nothing this route needs
+ * (docs/benchmarks.md, 2026-12-04 evening). The steps are those of the other agent routes, in the same order: authenticate (the
  * recipients the body names load in the same round trip) and take a rate-limit token, then read
  * the body, then accept; the answer is 202 with the `Accepted` JSON. An error goes through Fastify's
  * error handler, which Nest points at the global exception filter (AsmtpErrorFilter), as for every
