@@ -346,7 +346,7 @@ function record(route: string, caller: Caller, statuses: number[]): void {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The route table: every controller route of apps/api, the ops routes of libs/http, and /connect.
+// The route table: every route of apps/api (controllers and plain Fastify routes), the ops routes, /connect.
 // ---------------------------------------------------------------------------------------------
 
 const ids = (body: { envelopes?: Array<{ id: string }> }) => (body.envelopes ?? []).map((e) => e.id);
@@ -1030,11 +1030,20 @@ describe.each(ROUTES.map((route) => [route.name, route] as const))('%s', (_name,
 });
 
 /** `METHOD /path` of every `@Controller` route in apps/api and libs/http, parameters as `*`. */
-function controllerRoutes(): string[] {
+/**
+ * Every route of apps/api, apps/roost and libs/http: the methods of each `*.controller.ts`, and the
+ * plain Fastify routes of each `*.route.ts` (POST /messages, send.route.ts).
+ */
+function apiRoutes(): string[] {
   const root = join(__dirname, '../..');
   const routes: string[] = [];
   for (const dir of ['apps/api/src', 'apps/roost/src', 'libs/http/src']) {
     for (const file of readdirSync(join(root, dir), { recursive: true }) as string[]) {
+      if (file.endsWith('.route.ts')) {
+        const source = readFileSync(join(root, dir, file), 'utf8');
+        for (const [, method, path] of source.matchAll(/\.(get|post|patch|delete|put)\('([^']*)'/g))
+          routes.push(`${method.toUpperCase()} ${path}`.replace(/:\w+/g, '*'));
+      }
       if (!file.endsWith('.controller.ts')) continue;
       const source = readFileSync(join(root, dir, file), 'utf8');
       for (const controller of source.split('@Controller(').slice(1)) {
@@ -1050,7 +1059,7 @@ function controllerRoutes(): string[] {
   return routes;
 }
 
-it('the matrix has a row for every controller route and for /connect', () => {
+it('the matrix has a row for every route (controller or plain Fastify) and for /connect', () => {
   const rows = new Set(
     ROUTES.map((route) =>
       route.name
@@ -1063,5 +1072,5 @@ it('the matrix has a row for every controller route and for /connect', () => {
   // flag. test/medium/openapi/openapi.test.ts proves it is served without a token and equals the
   // document built from the schemas alone, so it cannot carry tenant data.
   rows.add('GET /openapi.json');
-  expect([...rows].sort()).toEqual([...new Set([...controllerRoutes(), 'WS /connect'])].sort());
+  expect([...rows].sort()).toEqual([...new Set([...apiRoutes(), 'WS /connect'])].sort());
 });
