@@ -24,8 +24,8 @@ import {
   type OperatorProcess,
 } from './support';
 
-const SENDERS = 32;
-const TEXT = 'x'.repeat(900) + ' the quick brown fox jumps over the lazy dog';
+export const SENDERS = 32;
+export const TEXT = 'x'.repeat(900) + ' the quick brown fox jumps over the lazy dog';
 /** Requests of the first seconds are reported per second, then left out of the steady figures. */
 const FIRST_SECONDS = 3;
 
@@ -314,7 +314,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       // the machine's load than the rates, so comparable between runs on a busy machine.
       operator_cpu_ms_per_envelope: cpuMsPerEnvelope(cpuInRunMs / 1000),
       // Same span (first seconds included), from the operators' own GC statistics (bench/gc-probe.ts).
-      ...gcFields(gcBefore, gcAfter, samples.latencies.length),
+      ...gcFields(gcBefore, gcAfter, processed),
       bench_cpu_ms_per_envelope: cpuMsPerEnvelope((benchInRun.user + benchInRun.system) / 1e6),
       // The operators' main threads (JavaScript, and the syscalls it makes): the share of the run
       // each was on a CPU, and its CPU per envelope; the rest of operator_cpu is V8's helper threads.

@@ -1,4 +1,5 @@
 import { acceptEmbeddedDbScenario, acceptScenario } from './accept';
+import { acceptPairedScenario } from './accept-paired';
 import { acceptStatementScenario } from './accept-statement';
 import { catchupScenario } from './catchup';
 import { cliScenario } from './cli';
@@ -21,6 +22,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
   'accept-embedded-http': () =>
     acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
+  'accept-paired': () => acceptPairedScenario(),
   'accept-statement': () => acceptStatementScenario(),
   'accept-embedded-db': () => acceptEmbeddedDbScenario(),
   catchup: () => catchupScenario(),

@@ -122,11 +122,16 @@ export function gcFields(
   };
 }
 
-/** `node dist/apps/roost/src/main.js` with the given env, once /healthz answers. */
-export async function startOperatorProcess(env: Record<string, string>): Promise<OperatorProcess> {
+/**
+ * `node dist/apps/roost/src/main.js` with the given env, once /healthz answers; `main` runs another
+ * build's entry point instead (`accept-paired`'s baseline).
+ */
+export async function startOperatorProcess(
+  env: Record<string, string>,
+  main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js'),
+): Promise<OperatorProcess> {
   const port = await freePort();
   const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
-  const main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js');
   const child = spawn(process.execPath, [...profileArgs(`operator-${port}`), main], {
     env: {
       ...process.env,

@@ -1029,23 +1029,24 @@ describe.each(ROUTES.map((route) => [route.name, route] as const))('%s', (_name,
   });
 });
 
-/** `METHOD /path` of every `@Controller` route in apps/api and libs/http, parameters as `*`. */
 /**
- * Every route of apps/api, apps/roost and libs/http: the methods of each `*.controller.ts`, and the
- * plain Fastify routes of each `*.route.ts` (POST /messages, send.route.ts).
+ * `METHOD /path` of every route in apps/api, apps/roost and libs/http, parameters as `*`: the
+ * methods of each `*.controller.ts`, and the plain Fastify routes of each `*.route.ts`
+ * (POST /messages, send.route.ts).
  */
 function apiRoutes(): string[] {
   const root = join(__dirname, '../..');
   const routes: string[] = [];
   for (const dir of ['apps/api/src', 'apps/roost/src', 'libs/http/src']) {
     for (const file of readdirSync(join(root, dir), { recursive: true }) as string[]) {
-      if (file.endsWith('.route.ts')) {
-        const source = readFileSync(join(root, dir, file), 'utf8');
+      const plain = file.endsWith('.route.ts');
+      if (!plain && !file.endsWith('.controller.ts')) continue;
+      const source = readFileSync(join(root, dir, file), 'utf8');
+      if (plain) {
         for (const [, method, path] of source.matchAll(/\.(get|post|patch|delete|put)\('([^']*)'/g))
           routes.push(`${method.toUpperCase()} ${path}`.replace(/:\w+/g, '*'));
+        continue;
       }
-      if (!file.endsWith('.controller.ts')) continue;
-      const source = readFileSync(join(root, dir, file), 'utf8');
       for (const controller of source.split('@Controller(').slice(1)) {
         const prefix = /^\s*'([^']*)'/.exec(controller)?.[1] ?? '';
         for (const [, method, args] of controller.matchAll(/@(Get|Post|Patch|Delete|Put)\(([^)]*)\)/g)) {

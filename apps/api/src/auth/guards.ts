@@ -12,46 +12,44 @@ type AuthedRequest = FastifyRequest & { agent?: Agent; admin?: AdminScope };
 const addressOf = (limiter: AuthFailLimiter, request: FastifyRequest): string =>
   limiter.addressOf(request.raw.socket.remoteAddress, request.headers['x-forwarded-for']);
 
-/**
- * Authenticate an agent request (failures limited per client address), loading the recipients
- * `handles` names in the same round trip, then take a token from the agent's rate limit (429
- * RATE_LIMITED either way). Leaves the agent on the request and in its log context. `AgentGuard`
- * and `POST /messages` (send.route.ts, not a Nest route) share it.
- */
-export async function authenticateAgent(
-  services: { auth: AuthService; rateLimiter: RateLimiter; authFail: AuthFailLimiter },
-  request: FastifyRequest,
-  handles: readonly string[],
-): Promise<{ agent: Agent; recipients: Recipients }> {
-  const { auth, rateLimiter, authFail } = services;
-  const { agent, recipients } = await authFail.guard(addressOf(authFail, request), () =>
-    auth.senderFromHeader(request.headers.authorization, handles),
-  );
-  (request as AuthedRequest).agent = agent;
-  const logContext = requestContext(request);
-  if (logContext) logContext.agent = agent.handle;
-  try {
-    await rateLimiter.take(agent.id);
-  } catch (error) {
-    // A send admitted by a kept lookup: a token revoked since answers 401, not 429.
-    if (recipients.kept && recipients.reload) await recipients.reload();
-    throw error;
-  }
-  return { agent, recipients };
-}
-
 /** Agent routes: `Authorization: Bearer <agent token>` or 401, then the agent's rate limit. */
 @Injectable()
 export class AgentGuard implements CanActivate {
   constructor(
-    readonly auth: AuthService,
-    readonly rateLimiter: RateLimiter,
-    readonly authFail: AuthFailLimiter,
+    private readonly auth: AuthService,
+    private readonly rateLimiter: RateLimiter,
+    private readonly authFail: AuthFailLimiter,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    await authenticateAgent(this, context.switchToHttp().getRequest<AuthedRequest>(), []);
+    await this.authenticate(context.switchToHttp().getRequest<FastifyRequest>(), []);
     return true;
+  }
+
+  /**
+   * Authenticate (failures limited per client address), loading the recipients `handles` names in
+   * the same round trip, then take a token from the agent's rate limit (429 RATE_LIMITED either
+   * way). Leaves the agent on the request and in its log context. `POST /messages` (send.route.ts,
+   * not a Nest route) calls it directly.
+   */
+  async authenticate(
+    request: FastifyRequest,
+    handles: readonly string[],
+  ): Promise<{ agent: Agent; recipients: Recipients }> {
+    const { agent, recipients } = await this.authFail.guard(addressOf(this.authFail, request), () =>
+      this.auth.senderFromHeader(request.headers.authorization, handles),
+    );
+    (request as AuthedRequest).agent = agent;
+    const logContext = requestContext(request);
+    if (logContext) logContext.agent = agent.handle;
+    try {
+      await this.rateLimiter.take(agent.id);
+    } catch (error) {
+      // A send admitted by a kept lookup: a token revoked since answers 401, not 429.
+      if (recipients.kept && recipients.reload) await recipients.reload();
+      throw error;
+    }
+    return { agent, recipients };
   }
 }
 
