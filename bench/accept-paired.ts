@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ulid } from '#domain';
-import { SENDERS, TEXT } from './accept';
+import { SENDERS, TEXT, TEXT_KIND } from './accept';
 import { processCounters } from './cluster';
 import {
   createAgent,
@@ -104,6 +104,7 @@ export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
     scenario: 'accept-paired',
     baseline: baselineRoot,
     senders_each: SENDERS,
+    text: TEXT_KIND,
     seconds,
     rounds: perRound,
     median_rate_ratio: median(perRound.map((r) => r.rate_ratio)),

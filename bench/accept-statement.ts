@@ -12,12 +12,18 @@ import {
   type EnvelopeRow,
 } from '#db';
 import { ulid } from '#domain';
+import { TEXT } from './accept';
 import { round, scratchDatabase } from './support';
 import type { ScratchDatabase } from './database';
 
 const AGENTS = 2_000;
-const PER_ENVELOPE = 50;
-const GROUPS = AGENTS / PER_ENVELOPE;
+/**
+ * `fanout` (default): envelopes to 50 recipients each, as the fanout bench sends. `accept`: as the
+ * accept bench sends: each envelope to one recipient, the same hot mailbox, with its ~1 KB text.
+ */
+const SHAPE = process.env.ROOST_BENCH_SHAPE === 'accept' ? 'accept' : 'fanout';
+const PER_ENVELOPE = SHAPE === 'accept' ? 1 : 50;
+const GROUPS = SHAPE === 'accept' ? 1 : AGENTS / PER_ENVELOPE;
 
 /**
  * A schema variant: DDL run on its own scratch database after the migrations, and whether the
@@ -78,6 +84,17 @@ const VARIANTS: Variant[] = [
   { name: 'as_migrated', ddl: [] },
   { name: 'migrated_check_as_0007', ddl: [check0007] },
   { name: 'migrated_no_parent_check', ddl: ['DROP TRIGGER mailbox_entries_check_parents ON mailbox_entries'] },
+  { name: 'migrated_no_search_text', ddl: [], searchText: false },
+  { name: 'migrated_no_search_gin', ddl: ['DROP INDEX envelopes_search'] },
+  { name: 'migrated_no_sender_feed', ddl: ['DROP INDEX envelopes_sender_feed'] },
+  {
+    name: 'migrated_entries_pk_only',
+    ddl: [
+      'DROP INDEX mailbox_entries_feed',
+      'DROP INDEX mailbox_entries_unread',
+      'DROP INDEX mailbox_entries_envelope',
+    ],
+  },
 ];
 
 /** Nanoseconds a process has run on a CPU (first field of /proc/<pid>/schedstat). */
@@ -186,7 +203,7 @@ async function acceptOnce(target: Target, batch: number, counter: { n: number })
     const id = ulid();
     const to = target.handles.slice(group * PER_ENVELOPE, (group + 1) * PER_ENVELOPE);
     const subject = `fanout ${i}`;
-    const text = `fanout bench envelope ${i}`;
+    const text = SHAPE === 'accept' ? `${TEXT} ${i}` : `fanout bench envelope ${i}`;
     const body = JSON.stringify({ id, to, date_ms: createdAt, subject, content_parts: [{ type: 'text', text }] });
     const header = JSON.stringify({
       id,
@@ -284,6 +301,7 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
     return {
       scenario: 'accept-statement',
       statement: 'roost_accept_if_current',
+      shape: SHAPE,
       recipients_per_envelope: PER_ENVELOPE,
       envelopes_per_statement: batch,
       rows_per_statement: batch * PER_ENVELOPE,

@@ -17,7 +17,9 @@ insert into envelopes (id, sender_id, created_at, received_ms, body, header, rec
                        receipt_for, receipt_status, guard_override)
 select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
        array(select jsonb_array_elements_text(t.recipients::jsonb)),
-       t.self_addressed, to_tsvector('simple', t.search_text), t.receipt_for, t.receipt_status,
+       t.self_addressed,
+       coalesce(array_to_tsvector(string_to_array(t.search_lexemes, ' ')), to_tsvector('simple', t.search_text)),
+       t.receipt_for, t.receipt_status,
        case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
 from unnest(
   $1::text[], $2::bigint[],
@@ -25,9 +27,10 @@ from unnest(
   $5::text[], $6::text[],
   $7::text[], $8::boolean[],
   $9::text[], $10::text[],
-  $11::text[], $12::text[]
+  $11::text[], $12::text[],
+  $13::text[]
 ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text,
-                       receipt_for, receipt_status, guard_override, n)
+                       receipt_for, receipt_status, guard_override, search_lexemes, n)
 order by t.n
 on conflict (id) do nothing
 returning id;
@@ -55,7 +58,9 @@ insert into envelopes (id, sender_id, created_at, received_ms, body, header, rec
                        receipt_for, receipt_status, guard_override)
 select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
        array(select jsonb_array_elements_text(t.recipients::jsonb)),
-       t.self_addressed, to_tsvector('simple', t.search_text), t.receipt_for, t.receipt_status,
+       t.self_addressed,
+       coalesce(array_to_tsvector(string_to_array(t.search_lexemes, ' ')), to_tsvector('simple', t.search_text)),
+       t.receipt_for, t.receipt_status,
        case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
 from unnest(
   $1::text[], $2::bigint[],
@@ -63,24 +68,25 @@ from unnest(
   $5::text[], $6::text[],
   $7::text[], $8::boolean[],
   $9::text[], $10::text[],
-  $11::text[], $12::text[]
+  $11::text[], $12::text[],
+  $13::text[]
 ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text,
-                       receipt_for, receipt_status, guard_override, n)
+                       receipt_for, receipt_status, guard_override, search_lexemes, n)
 order by t.n
 on conflict (id) do nothing
 returning id),
   entries as (
 insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
 select * from unnest(
-  $13::bigint[], $14::bigint[],
-  $15::text[], $16::bigint[],
-  $17::text[]
+  $14::bigint[], $15::bigint[],
+  $16::text[], $17::bigint[],
+  $18::text[]
 )),
   advanced as (
 update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
 from unnest(
-  $18::bigint[], $19::bigint[],
-  $20::bigint[], $21::bigint[]
+  $19::bigint[], $20::bigint[],
+  $21::bigint[], $22::bigint[]
 ) as u(agent_id, last_seq, last_created_at, expected_seq)
 where m.agent_id = u.agent_id
 returning m.agent_id)
@@ -92,7 +98,9 @@ insert into envelopes (id, sender_id, created_at, received_ms, body, header, rec
                        receipt_for, receipt_status, guard_override)
 select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
        array(select jsonb_array_elements_text(t.recipients::jsonb)),
-       t.self_addressed, to_tsvector('simple', t.search_text), t.receipt_for, t.receipt_status,
+       t.self_addressed,
+       coalesce(array_to_tsvector(string_to_array(t.search_lexemes, ' ')), to_tsvector('simple', t.search_text)),
+       t.receipt_for, t.receipt_status,
        case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
 from unnest(
   $1::text[], $2::bigint[],
@@ -100,30 +108,31 @@ from unnest(
   $5::text[], $6::text[],
   $7::text[], $8::boolean[],
   $9::text[], $10::text[],
-  $11::text[], $12::text[]
+  $11::text[], $12::text[],
+  $13::text[]
 ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text,
-                       receipt_for, receipt_status, guard_override, n)
+                       receipt_for, receipt_status, guard_override, search_lexemes, n)
 order by t.n
 on conflict (id) do nothing
 returning id),
   entries as (
 insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
 select * from unnest(
-  $13::bigint[], $14::bigint[],
-  $15::text[], $16::bigint[],
-  $17::text[]
+  $14::bigint[], $15::bigint[],
+  $16::text[], $17::bigint[],
+  $18::text[]
 )),
   advanced as (
 update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
 from unnest(
-  $18::bigint[], $19::bigint[],
-  $20::bigint[], $21::bigint[]
+  $19::bigint[], $20::bigint[],
+  $21::bigint[], $22::bigint[]
 ) as u(agent_id, last_seq, last_created_at, expected_seq)
 where m.agent_id = u.agent_id and m.last_seq = u.expected_seq
 returning m.agent_id)
   select roost_assert_accept(
-    (select count(*) from advanced) = $22::bigint,
-    (select count(*) from inserted) = $23::bigint) and roost_assert_policy($24::bigint) as ok;
+    (select count(*) from advanced) = $23::bigint,
+    (select count(*) from inserted) = $24::bigint) and roost_assert_policy($25::bigint) as ok;
 
 -- EnvelopesRepository.claimFiles (prepared roost_claim_files)
 update "files" set "envelope_id" = $1 where "id" = any($2::text[]) and "uploader_id" = $3 and "envelope_id" is null returning "id";

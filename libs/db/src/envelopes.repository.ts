@@ -3,6 +3,7 @@ import { CompiledQuery, sql, type Kysely, type RawBuilder, type Selectable } fro
 import { bigintArray, textArray } from './array-params';
 import type { Database, SqlSession } from './database';
 import type { DB, EnvelopesTable, MailboxEntriesTable, MailboxesTable } from './schema';
+import { plainSearchLexemes } from './search-lexemes';
 import { InjectDatabase } from './tokens';
 
 export type MailboxState = Selectable<MailboxesTable>;
@@ -231,6 +232,15 @@ function lockMailboxesSql([agentIds]: readonly unknown[]): RawBuilder<MailboxSta
 function envelopeParams(rows: readonly EnvelopeRow[]): unknown[] {
   const sorted = [...rows].sort((a, b) => (a.id < b.id ? -1 : 1));
   const jsonOrNull = (value: string[] | null) => (value ? JSON.stringify(value) : null);
+  // The index's lexemes where they can be worked out here (search-lexemes.ts), else the text for
+  // to_tsvector: one of the two per row, the other null.
+  const lexemes: Array<string | null> = [];
+  const searchTexts: Array<string | null> = [];
+  for (const row of sorted) {
+    const plain = plainSearchLexemes(row.search_text);
+    lexemes.push(plain);
+    searchTexts.push(plain === null ? row.search_text : null);
+  }
   return [
     textArray(sorted.map((r) => r.id)),
     bigintArray(sorted.map((r) => r.sender_id)),
@@ -240,10 +250,11 @@ function envelopeParams(rows: readonly EnvelopeRow[]): unknown[] {
     textArray(sorted.map((r) => r.header)),
     textArray(sorted.map((r) => JSON.stringify(r.recipients))),
     sorted.map((r) => r.self_addressed),
-    textArray(sorted.map((r) => r.search_text)),
+    textArray(searchTexts),
     textArray(sorted.map((r) => r.receipt_for)),
     textArray(sorted.map((r) => r.receipt_status)),
     textArray(sorted.map((r) => jsonOrNull(r.guard_override))),
+    textArray(lexemes),
   ];
 }
 
@@ -268,7 +279,7 @@ function advanceParams(states: readonly MailboxState[], expectedSeqs?: readonly 
   ];
 }
 
-const ENVELOPE_PARAMS = 12;
+const ENVELOPE_PARAMS = 13;
 const ENTRY_PARAMS = 5;
 const ADVANCE_PARAMS = 4;
 
@@ -305,7 +316,9 @@ function insertEnvelopesSql(p: readonly unknown[]): RawBuilder<{ id: string }> {
                            receipt_for, receipt_status, guard_override)
     select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
            array(select jsonb_array_elements_text(t.recipients::jsonb)),
-           t.self_addressed, to_tsvector('simple', t.search_text), t.receipt_for, t.receipt_status,
+           t.self_addressed,
+           coalesce(array_to_tsvector(string_to_array(t.search_lexemes, ' ')), to_tsvector('simple', t.search_text)),
+           t.receipt_for, t.receipt_status,
            case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
     from unnest(
       ${p[0]}::text[], ${p[1]}::bigint[],
@@ -313,9 +326,10 @@ function insertEnvelopesSql(p: readonly unknown[]): RawBuilder<{ id: string }> {
       ${p[4]}::text[], ${p[5]}::text[],
       ${p[6]}::text[], ${p[7]}::boolean[],
       ${p[8]}::text[], ${p[9]}::text[],
-      ${p[10]}::text[], ${p[11]}::text[]
+      ${p[10]}::text[], ${p[11]}::text[],
+      ${p[12]}::text[]
     ) with ordinality as t(id, sender_id, created_at, received_ms, body, header, recipients, self_addressed, search_text,
-                           receipt_for, receipt_status, guard_override, n)
+                           receipt_for, receipt_status, guard_override, search_lexemes, n)
     order by t.n
     on conflict (id) do nothing
     returning id`;

@@ -12,5 +12,6 @@ export * from './retention.repository';
 export * from './schedules.repository';
 export * from './schema';
 export * from './search.repository';
+export * from './search-lexemes';
 export * from './tokens';
 export * from './pglite-durable-fs';
