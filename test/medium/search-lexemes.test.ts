@@ -7,7 +7,8 @@ import { createTestDatabase } from '../support/database';
  * (`plainSearchLexemes`) when the text is plain, and with `to_tsvector('simple', …)` otherwise.
  * For every text it calls plain, the lexemes must be exactly the ones the parser would index, on
  * Postgres and on PGlite (the embedded default): a difference would make search miss an envelope,
- * or find one it should not.
+ * or find one it should not. Random texts from the plain alphabet, with the other characters mixed
+ * in, and compact JSON (a data part's search text), from fixed seeds.
  */
 
 /** A small deterministic generator (mulberry32), so that a failure can be run again. */
@@ -43,6 +44,37 @@ function texts(seed: number, count: number, punctuation: string): string[] {
   return out;
 }
 
+/** Compact JSON, as a data part's search text is (`JSON.stringify(part.data)`). */
+function jsonTexts(seed: number, count: number): string[] {
+  const next = random(seed);
+  const words = [
+    'animal',
+    'quokka',
+    'Status',
+    'OK',
+    'x1',
+    'e5',
+    '9e1ea',
+    "it's",
+    'k=v',
+    'Done.',
+    'a b',
+    '007',
+    'v1.2',
+    'x-y',
+  ];
+  const pick = <T>(from: readonly T[]): T => from[Math.floor(next() * from.length)];
+  const value = (depth: number): unknown => {
+    const r = next();
+    if (depth > 2 || r < 0.4) return pick(words);
+    if (r < 0.55) return Math.floor(next() * 1000) * (next() < 0.1 ? -1 : 1);
+    if (r < 0.6) return pick([true, false, null]);
+    if (r < 0.8) return Array.from({ length: Math.floor(next() * 4) }, () => value(depth + 1));
+    return Object.fromEntries(Array.from({ length: Math.floor(next() * 4) }, () => [pick(words), value(depth + 1)]));
+  };
+  return Array.from({ length: count }, () => JSON.stringify(value(0)));
+}
+
 /** Prose and the cases each rule of `plainSearchLexemes` is about. */
 const CASES = [
   '',
@@ -56,6 +88,11 @@ const CASES = [
   'école Café İstanbul straße',
   'ends with a colon:',
   'ends with a stop.',
+  'key:value "a":1 at 10:30, note: x; "Done." (it was.) [end.]',
+  '{"animal":"quokka","n":5,"ok":true,"list":[1,2,{"deep":"Done."}]}',
+  '{"version":1.5}',
+  '{"delta":-2}',
+  'x._y and a..b',
   `${'a'.repeat(2047)} kept`,
   `${'a'.repeat(2048)} dropped`,
   `${'x'.repeat(900)} the quick brown fox jumps over the lazy dog`,
@@ -101,12 +138,17 @@ describe.each(['postgres', 'pglite'])('plain search lexemes on %s', (kind) => {
   const db = () => opened[kind === 'postgres' ? 0 : 1];
 
   test('every plain text gets exactly the lexemes the parser indexes', async () => {
-    const input = [...CASES, ...texts(1, 4000, PLAIN_PUNCTUATION), ...texts(2, 2000, PLAIN_PUNCTUATION + OTHER)];
+    const input = [
+      ...CASES,
+      ...texts(1, 4000, PLAIN_PUNCTUATION),
+      ...texts(2, 2000, PLAIN_PUNCTUATION + OTHER),
+      ...jsonTexts(3, 2000),
+    ];
     const compared = await compare(db(), input);
     const plain = compared.filter((c) => c.fromLexemes !== null);
     expect(plain.filter((c) => c.fromLexemes !== c.parser)).toEqual([]);
     // The generator does exercise the JS path, and the texts outside the alphabet go to the parser.
-    expect(plain.length).toBeGreaterThan(2000);
+    expect(plain.length).toBeGreaterThan(3000);
     expect(compared.filter((c) => /[-+@/&<>~\\é\u00a0\f]/.test(c.text)).every((c) => c.fromLexemes === null)).toBe(
       true,
     );
@@ -119,6 +161,11 @@ describe.each(['postgres', 'pglite'])('plain search lexemes on %s', (kind) => {
     expect(plain("I'm sure it's fine; don't worry about 50% of $5 #tags or foo_bar = x*y.")).toBe(true);
     expect(plain('ends with a colon:')).toBe(true);
     expect(plain('!!! ...')).toBe(false);
+    expect(plain('key:value "a":1 at 10:30, note: x; "Done." (it was.) [end.]')).toBe(true);
+    expect(plain('{"animal":"quokka","n":5,"ok":true,"list":[1,2,{"deep":"Done."}]}')).toBe(true);
+    expect(plain('{"version":1.5}')).toBe(false);
+    expect(plain('{"delta":-2}')).toBe(false);
+    expect(plain('x._y and a..b')).toBe(false);
     expect(plain('ends with a stop.')).toBe(true);
     expect(plain(`${'a'.repeat(2047)} kept`)).toBe(true);
     expect(plain(`${'x'.repeat(900)} the quick brown fox jumps over the lazy dog`)).toBe(true);
