@@ -1,4 +1,5 @@
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ulid } from '#domain';
 import { SENDERS, TEXT, TEXT_KIND } from './accept';
@@ -21,13 +22,25 @@ interface Side {
   connections: HttpConnection[];
 }
 
-async function side(main: string | undefined): Promise<Side> {
-  const database = await scratchDatabase('roost_paired');
-  const prefix = `paired${ulid().slice(-8).toLowerCase()}:`;
-  const op = await startOperatorProcess({ DATABASE_URL: database.url, ROOST_REDIS_PREFIX: prefix }, main);
+/** `postgres`: `ROOST_ROLE=all` on its own scratch database and Redis prefix. `embedded`: no DATABASE_URL, PGlite in its own temporary folder. */
+type PairedMode = 'postgres' | 'embedded';
+
+async function side(main: string | undefined, mode: PairedMode): Promise<Side> {
+  let env: Record<string, string>;
+  let drop: () => Promise<void>;
+  if (mode === 'embedded') {
+    const dataDir = mkdtempSync(join(tmpdir(), 'roost-bench-paired-'));
+    env = { DATABASE_URL: '', REDIS_URL: '', ROOST_DATA_DIR: dataDir };
+    drop = () => Promise.resolve(rmSync(dataDir, { recursive: true, force: true }));
+  } else {
+    const database = await scratchDatabase('roost_paired');
+    env = { DATABASE_URL: database.url, ROOST_REDIS_PREFIX: `paired${ulid().slice(-8).toLowerCase()}:` };
+    drop = database.drop;
+  }
+  const op = await startOperatorProcess(env, main);
   await createAgent(op, '@bench.inbox');
   const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
-  return { op, drop: database.drop, tokens, connections: tokens.map(() => new HttpConnection(op.url)) };
+  return { op, drop, tokens, connections: tokens.map(() => new HttpConnection(op.url)) };
 }
 
 /** 32 light senders post the `accept` envelope to one recipient for `ms`; resolves with the 202s. */
@@ -61,7 +74,8 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
  * senders to one recipient (3 s warm-up, then ROOST_BENCH_SECONDS, default 15, counted), and
  * reads each one's envelopes/s and its main thread's CPU per envelope; the start order swaps each
  * round. ROOST_BENCH_BASELINE: the root of another checkout, built (`npm ci && npm run build`);
- * ROOST_BENCH_ROUNDS (default 3).
+ * ROOST_BENCH_ROUNDS (default 3); ROOST_BENCH_PAIRED_MODE=embedded: both on the embedded default
+ * (PGlite in the operator's process, each in its own temporary folder) instead of Postgres.
  */
 export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
   const baseline = process.env.ROOST_BENCH_BASELINE;
@@ -71,12 +85,13 @@ export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
   if (!existsSync(baselineMain)) throw new Error(`no built baseline at ${baselineMain}: run npm run build there`);
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 15);
   const rounds = Number(process.env.ROOST_BENCH_ROUNDS ?? 3);
+  const mode: PairedMode = process.env.ROOST_BENCH_PAIRED_MODE === 'embedded' ? 'embedded' : 'postgres';
   const perRound: Array<Record<string, number>> = [];
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? (['baseline', 'this'] as const) : (['this', 'baseline'] as const);
     const sides: Partial<Record<'baseline' | 'this', Side>> = {};
     try {
-      for (const name of order) sides[name] = await side(name === 'baseline' ? baselineMain : undefined);
+      for (const name of order) sides[name] = await side(name === 'baseline' ? baselineMain : undefined, mode);
       const both = [sides.baseline!, sides.this!];
       await Promise.all(both.map((s) => load(s, WARMUP_MS)));
       const cpuBefore = both.map((s) => processCounters(s.op.child.pid ?? 0).mainThreadS);
@@ -103,6 +118,7 @@ export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
   return {
     scenario: 'accept-paired',
     baseline: baselineRoot,
+    mode,
     senders_each: SENDERS,
     text: TEXT_KIND,
     seconds,
