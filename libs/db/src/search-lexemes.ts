@@ -26,8 +26,8 @@
  * and more). Hyphens, `@`, `/`, `&`, `<`, `+`, `~`, `\`, and anything non-ASCII start tokens of
  * other kinds (hyphenated words, emails, paths, URLs, entities, tags, signed numbers) or need the
  * database's locale to lower-case: those texts go to `to_tsvector` unchanged. Plain texts include
- * most English prose and the compact JSON of data parts whose strings are plain and whose numbers
- * are non-negative integers.
+ * English prose without hyphens, URLs, decimals or non-ASCII letters, and the compact JSON of data
+ * parts whose strings are plain and whose numbers are non-negative integers.
  *
  * test/medium/search-lexemes.test.ts compares this with `to_tsvector` on Postgres and PGlite over
  * random texts from this alphabet and beyond, and at the word-length boundary.
