@@ -26,7 +26,7 @@ const LETTERS = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789e
 const WHITESPACE = ' \t\n\r';
 const PLAIN_PUNCTUATION = ',;!?()"\'[]{}*=|^`$#_%.:';
 /** Characters that make a text not plain (other token kinds, or the locale's lower-casing). */
-const OTHER = '-+@/&<>~\\é\u00a0\f';
+const OTHER = '-+@/&<>~\\é\u00a0\fšł中';
 
 function texts(seed: number, count: number, punctuation: string): string[] {
   const next = random(seed);
@@ -86,6 +86,7 @@ const CASES = [
   'version 3.5 and 1,000 items; 1e5 9e1ea 123abc abc123',
   'follow-up with bob@example.com <b>now</b> &amp; +1 -2 ~/home C:\\x',
   'école Café İstanbul straße',
+  'šala łabędź 中文',
   'ends with a colon:',
   'ends with a stop.',
   'key:value "a":1 at 10:30, note: x; "Done." (it was.) [end.]',
@@ -149,7 +150,7 @@ describe.each(['postgres', 'pglite'])('plain search lexemes on %s', (kind) => {
     expect(plain.filter((c) => c.fromLexemes !== c.parser)).toEqual([]);
     // The generator does exercise the JS path, and the texts outside the alphabet go to the parser.
     expect(plain.length).toBeGreaterThan(3000);
-    expect(compared.filter((c) => /[-+@/&<>~\\é\u00a0\f]/.test(c.text)).every((c) => c.fromLexemes === null)).toBe(
+    expect(compared.filter((c) => /[-+@/&<>~\\é\u00a0\fšł中]/.test(c.text)).every((c) => c.fromLexemes === null)).toBe(
       true,
     );
   });
@@ -174,6 +175,8 @@ describe.each(['postgres', 'pglite'])('plain search lexemes on %s', (kind) => {
     expect(plain('version 3.5 and 1,000 items; 1e5 9e1ea 123abc abc123')).toBe(false);
     expect(plain('follow-up with bob@example.com <b>now</b> &amp; +1 -2 ~/home C:\\x')).toBe(false);
     expect(plain('école Café İstanbul straße')).toBe(false);
+    // Characters past Latin-1 whose low byte is an ASCII letter (U+0161 š: 0x61 a).
+    expect(plain('šala łabędź 中文')).toBe(false);
     expect(plain(`${'a'.repeat(2048)} dropped`)).toBe(false);
     expect(byText.get("I'm sure it's fine; don't worry about 50% of $5 #tags or foo_bar = x*y.")!.fromLexemes).toBe(
       "'5' '50' 'about' 'bar' 'don' 'fine' 'foo' 'i' 'it' 'm' 'of' 'or' 's' 'sure' 't' 'tags' 'worry' 'x' 'y'",

@@ -36,8 +36,8 @@
 const SEPARATORS = ' \t\n\r,;!?()"\'[]{}*=|^`$#_%.:';
 const NOT_PLAIN = 255;
 const SEPARATOR = 0;
-/** Per ASCII code: the lower-cased letter or digit, SEPARATOR, or NOT_PLAIN. Codes from 128 are not plain. */
-const CLASS = new Uint8Array(128).fill(NOT_PLAIN);
+/** Per byte: the lower-cased letter or digit, SEPARATOR, or NOT_PLAIN (every byte from 128). */
+const CLASS = new Uint8Array(256).fill(NOT_PLAIN);
 for (let c = 0x30; c <= 0x39; c++) CLASS[c] = c;
 for (let c = 0x61; c <= 0x7a; c++) CLASS[c] = c;
 for (let c = 0x41; c <= 0x5a; c++) CLASS[c] = c + 0x20;
@@ -45,38 +45,41 @@ for (const c of SEPARATORS) CLASS[c.charCodeAt(0)] = SEPARATOR;
 /** Postgres keeps words up to 2,047 bytes (MAXSTRLEN); longer ones it leaves out with a notice. */
 const MAX_WORD = 2047;
 
-const isDigit = (code: number) => code >= 0x30 && code <= 0x39;
-/** After a `.`: a letter, digit, `.` or `_`, which the parser may join with it into a host, file or number (NaN past the end: false). */
-const joinsNext = (code: number) => code < 128 && (CLASS[code] !== SEPARATOR || code === 0x2e || code === 0x5f);
+const isDigit = (byte: number) => byte >= 0x30 && byte <= 0x39;
+/** After a `.`: a letter, digit, `.` or `_`, which the parser may join with it into a host, file or number. */
+const joinsDot = (byte: number) => CLASS[byte] !== SEPARATOR || byte === 0x2e || byte === 0x5f;
 
 /**
  * The text's lexemes, separated by single spaces (possibly repeated: `array_to_tsvector` sorts
  * them and removes duplicates), when the text is plain; `null` when Postgres's parser must do it.
- * One pass over the text (a global regular-expression replace took three times as long).
+ * One pass over the text's bytes, rewritten in place (a global regular-expression replace took
+ * four times as long, a pass over the string's characters 1.5 times).
  */
 export function plainSearchLexemes(text: string): string | null {
   const length = text.length;
-  const out = Buffer.allocUnsafe(length);
+  // ASCII only: then each character is one byte of its Latin-1 encoding, the same byte as in UTF-8.
+  if (Buffer.byteLength(text, 'utf8') !== length) return null;
+  const bytes = Buffer.from(text, 'latin1');
   let written = 0;
   let run = 0;
   let digitsOnly = false;
   for (let i = 0; i < length; i++) {
-    const code = text.charCodeAt(i);
-    const mapped = code < 128 ? CLASS[code] : NOT_PLAIN;
+    const byte = bytes[i];
+    const mapped = CLASS[byte];
     if (mapped === NOT_PLAIN) return null;
     if (mapped === SEPARATOR) {
-      if (code === 0x2e && joinsNext(text.charCodeAt(i + 1))) return null;
-      if (run > 0) out[written++] = 0x20;
+      if (byte === 0x2e && i + 1 < length && joinsDot(bytes[i + 1])) return null;
+      if (run > 0) bytes[written++] = 0x20;
       run = 0;
       continue;
     }
     if (run === 0) digitsOnly = true;
     // Digits, then `e` and a digit: the parser's scientific float, which may end inside the run.
-    else if (digitsOnly && mapped === 0x65 && isDigit(text.charCodeAt(i + 1))) return null;
-    digitsOnly &&= isDigit(code);
+    else if (digitsOnly && mapped === 0x65 && i + 1 < length && isDigit(bytes[i + 1])) return null;
+    if (digitsOnly && !isDigit(byte)) digitsOnly = false;
     if (++run > MAX_WORD) return null;
-    out[written++] = mapped;
+    bytes[written++] = mapped;
   }
   if (written > 0 && run === 0) written--;
-  return out.toString('latin1', 0, written);
+  return bytes.toString('latin1', 0, written);
 }
