@@ -7,7 +7,7 @@
  * takes ~130 µs of Postgres CPU (per character it converts to wide characters and runs a state
  * machine of two dozen token types), more than everything else the accept statement does for that
  * envelope; `array_to_tsvector` over the same 177 words takes 35–45 µs, and working them out here
- * takes 7–12 µs of the api node's CPU (measured on a slow 2-vCPU machine). The statement sits on the
+ * takes 4.5–5 µs of the api node's CPU (measured on a slow 2-vCPU machine). The statement sits on the
  * hot mailbox's chain (one statement at a time per mailbox), so its Postgres time bounds the accept
  * rate.
  *
