@@ -32,7 +32,7 @@
  * test/medium/search-lexemes.test.ts compares this with `to_tsvector` on Postgres and PGlite over
  * random texts from this alphabet and beyond, and at the word-length boundary.
  */
-/** The plain punctuation and whitespace: word separators wherever they stand (`.` only where `joinsNext` is false). */
+/** The plain punctuation and whitespace: word separators wherever they stand (`.` only where `joinsDot` is false). */
 const SEPARATORS = ' \t\n\r,;!?()"\'[]{}*=|^`$#_%.:';
 const NOT_PLAIN = 255;
 const SEPARATOR = 0;
