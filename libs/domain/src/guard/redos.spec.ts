@@ -104,18 +104,37 @@ describe('typical envelopes', () => {
     'Please review the draft and send me your comments by Friday. ';
 
   it('prose scans in linear time: 16 KiB takes under 2.5× per character what 1 KiB does', () => {
-    const perChar = (size: number) => {
-      const input = { subject: 'weekly update', parts: [{ type: 'text', text: flat(fill(prose, size)) }] };
-      for (let i = 0; i < 20; i += 1) scanContent(input, options);
-      let best = Infinity;
-      for (let round = 0; round < 5; round += 1) {
-        const started = process.hrtime.bigint();
-        for (let i = 0; i < 40; i += 1) scanContent(input, options);
-        best = Math.min(best, Number(process.hrtime.bigint() - started));
-      }
-      return best / size;
+    const input = (size: number) => ({
+      subject: 'weekly update',
+      parts: [{ type: 'text', text: flat(fill(prose, size)) }],
+    });
+    const small = input(KiB);
+    const large = input(16 * KiB);
+    const nanos = (envelope: ReturnType<typeof input>) => {
+      const started = process.hrtime.bigint();
+      for (let i = 0; i < 40; i += 1) scanContent(envelope, options);
+      return Number(process.hrtime.bigint() - started);
     };
+    for (let i = 0; i < 20; i += 1) {
+      scanContent(small, options);
+      scanContent(large, options);
+    }
+    // The two sizes alternate round by round, so that a machine whose speed drifts over seconds
+    // slows both alike; the best round of each; and the smallest of up to three such ratios (a
+    // linear scan read 2.78 once on a loaded CI machine when the sizes ran one after the other;
+    // a quadratic one reads ~16 every time).
+    const ratio = () => {
+      let bestSmall = Infinity;
+      let bestLarge = Infinity;
+      for (let round = 0; round < 5; round += 1) {
+        bestSmall = Math.min(bestSmall, nanos(small));
+        bestLarge = Math.min(bestLarge, nanos(large));
+      }
+      return bestLarge / (16 * KiB) / (bestSmall / KiB);
+    };
+    let smallest = ratio();
+    for (let attempt = 1; attempt < 3 && smallest >= 2.5; attempt += 1) smallest = Math.min(smallest, ratio());
     // Per-character cost falls with size (fixed costs spread out); superlinear scanning raises it.
-    expect(perChar(16 * KiB) / perChar(KiB)).toBeLessThan(2.5);
+    expect(smallest).toBeLessThan(2.5);
   });
 });
