@@ -1,11 +1,11 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ulid } from '#domain';
-import { SENDERS, TEXT, TEXT_KIND } from './accept';
+import { acceptEnvelope, SENDERS, TEXT_KIND } from './accept';
 import { processCounters } from './cluster';
 import {
   createAgent,
+  embeddedStore,
   HttpConnection,
   round,
   scratchDatabase,
@@ -29,9 +29,9 @@ async function side(main: string | undefined, mode: PairedMode): Promise<Side> {
   let env: Record<string, string>;
   let drop: () => Promise<void>;
   if (mode === 'embedded') {
-    const dataDir = mkdtempSync(join(tmpdir(), 'roost-bench-paired-'));
-    env = { DATABASE_URL: '', REDIS_URL: '', ROOST_DATA_DIR: dataDir };
-    drop = () => Promise.resolve(rmSync(dataDir, { recursive: true, force: true }));
+    const store = embeddedStore();
+    env = store.env;
+    drop = () => Promise.resolve(store.drop());
   } else {
     const database = await scratchDatabase('roost_paired');
     env = { DATABASE_URL: database.url, ROOST_REDIS_PREFIX: `paired${ulid().slice(-8).toLowerCase()}:` };
@@ -50,13 +50,7 @@ async function load(s: Side, ms: number): Promise<number> {
   await Promise.all(
     s.connections.map(async (connection, w) => {
       while (performance.now() < end) {
-        const body = JSON.stringify({
-          id: ulid(),
-          to: ['@bench.inbox'],
-          date_ms: Date.now(),
-          subject: 'bench',
-          content_parts: [{ type: 'text', text: TEXT }],
-        });
+        const body = acceptEnvelope('@bench.inbox', 'bench');
         if ((await connection.request('POST', '/messages', s.tokens[w], body)).status === 202) accepted++;
       }
     }),

@@ -10,6 +10,7 @@ import { processCounters, serverCpu, serverCpuBetween } from './cluster';
 import { pgbenchCeiling } from './pgbench';
 import {
   createAgent,
+  embeddedStore,
   firstSeconds,
   gcCounters,
   gcFields,
@@ -36,6 +37,12 @@ export const PROSE =
 export const TEXT_KIND = process.env.ROOST_BENCH_TEXT === 'prose' ? 'prose' : 'x-run';
 /** The text part of every accept bench envelope: ~1 KB; `ROOST_BENCH_TEXT=prose` for PROSE. */
 export const TEXT = TEXT_KIND === 'prose' ? PROSE : 'x'.repeat(900) + ' the quick brown fox jumps over the lazy dog';
+/** The body the ceilings store for each envelope: TEXT as the content parts' JSON. */
+const TEXT_BODY = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
+
+/** The envelope every accept bench sender posts (a new id each), to one recipient. */
+export const acceptEnvelope = (to: string, subject: string): string =>
+  JSON.stringify({ id: ulid(), to: [to], date_ms: Date.now(), subject, content_parts: [{ type: 'text', text: TEXT }] });
 /** Requests of the first seconds are reported per second, then left out of the steady figures. */
 const FIRST_SECONDS = 3;
 
@@ -55,7 +62,7 @@ async function ceiling(url: string, durationMs: number) {
   await pool.query(
     'CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))',
   );
-  const body = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
+  const body = TEXT_BODY;
   const result = await loadLoop(SENDERS, durationMs, async () => {
     const client = await pool.connect();
     try {
@@ -92,7 +99,7 @@ export async function pgliteCeiling(durationMs: number, perTransaction: readonly
     await db.exec(
       'CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))',
     );
-    const body = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
+    const body = TEXT_BODY;
     const rates: number[] = [];
     for (const size of perTransaction) {
       let envelopes = 0;
@@ -205,15 +212,12 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   const loadBefore = round(loadavg()[0]);
   const apis = mode === 'embedded' ? 1 : Math.max(1, Number(process.env.ROOST_BENCH_APIS ?? 1));
   const database = mode === 'postgres' ? await scratchDatabase('roost_bench') : undefined;
-  const dataDir = mode === 'embedded' ? mkdtempSync(join(tmpdir(), 'roost-bench-embedded-')) : undefined;
-  const baseEnv: Record<string, string> = database
-    ? { DATABASE_URL: database.url }
-    : { DATABASE_URL: '', REDIS_URL: '', ROOST_DATA_DIR: dataDir! };
-  const pgbenchBody = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
+  const embedded = mode === 'embedded' ? embeddedStore() : undefined;
+  const baseEnv: Record<string, string> = database ? { DATABASE_URL: database.url } : embedded!.env;
   // pgbench runs before the operator's load and again after it: this machine's speed drifts over
   // tens of seconds (the same CPU loop takes 410-600 ms from one minute to the next), and one
   // reading taken after the load alone moved the ratio by as much as the load's own spread.
-  const pgbenchBefore = database ? await pgbenchCeiling(database.url, SENDERS, seconds, pgbenchBody) : undefined;
+  const pgbenchBefore = database ? await pgbenchCeiling(database.url, SENDERS, seconds, TEXT_BODY) : undefined;
   const op = await startOperatorProcess({ ...baseEnv, ...extraEnv });
   const nodes = [
     op,
@@ -229,15 +233,8 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
     const churnPerS = Number(process.env.ROOST_BENCH_POLICY_CHURN_PER_S ?? 0);
     const churner = churnPerS > 0 ? await createAgent(op, '@bench.churner') : undefined;
-    const envelopeBody = (id: string, w = 0) =>
-      JSON.stringify({
-        id,
-        to: [inboxOf(w)],
-        date_ms: Date.now(),
-        subject: `bench ${randomBytes(3).toString('hex')}`,
-        content_parts: [{ type: 'text', text: TEXT }],
-      });
-    const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(ulid(), w))) === 202;
+    const envelopeBody = (w = 0) => acceptEnvelope(inboxOf(w), `bench ${randomBytes(3).toString('hex')}`);
+    const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(w))) === 202;
     const before = await Promise.all(
       nodes.map((n) =>
         request(n.url, 'GET', '/metrics', undefined)
@@ -305,7 +302,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       api_processes: nodes.length,
       senders: SENDERS,
       seconds,
-      envelope_bytes: envelopeBody(ulid()).length,
+      envelope_bytes: envelopeBody().length,
       text: TEXT_KIND,
       envelopes_per_s: roost.per_s,
       p50_ms: roost.p50_ms,
@@ -349,7 +346,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       });
       // The same two rows from pgbench (C, prepared statements), same concurrency and duration,
       // before and after the operator's load: the ratio is to their mean.
-      const pgb = await pgbenchCeiling(database.url, SENDERS, seconds, pgbenchBody);
+      const pgb = await pgbenchCeiling(database.url, SENDERS, seconds, TEXT_BODY);
       const tps = pgbenchBefore ? (pgbenchBefore.tps + pgb.tps) / 2 : pgb.tps;
       Object.assign(result, {
         pgbench_tps: round(tps, 1),
@@ -375,7 +372,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     clients.close();
     await Promise.all(nodes.map((n) => n.stop()));
     await database?.drop();
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    embedded?.drop();
   }
 }
 
@@ -401,7 +398,7 @@ export async function acceptEmbeddedDbScenario(batches = Number(process.env.ROOS
     const envelopes = new EnvelopesRepository(database);
     const states = new Map<number, MailboxState>();
     for (let id = 1; id <= SENDERS; id++) states.set(id, { agent_id: id, last_seq: 0, last_created_at: 0 });
-    const body = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
+    const body = TEXT_BODY;
     let n = 0;
     let now = Date.now();
     const run = async (count: number) => {

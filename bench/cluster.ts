@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
@@ -9,7 +8,7 @@ import pg from 'pg';
 import WebSocket from 'ws';
 import { openRawWebSocket } from './raw-socket';
 import { ulid } from '#domain';
-import { freePort, profileArgs, request, requireEnv, scratchDatabase } from './support';
+import { embeddedStore, freePort, profileArgs, request, requireEnv, scratchDatabase } from './support';
 
 /**
  * Multi-process bench clusters: api and gateway processes (`ROOST_ROLE`) on one scratch database
@@ -194,21 +193,17 @@ export class BenchCluster {
 
   /** One embedded `ROOST_ROLE=all` process: no DATABASE_URL, no REDIS_URL, PGlite in a temporary folder. */
   private static async startEmbedded(options: BenchClusterOptions): Promise<BenchCluster> {
-    const dataDir = mkdtempSync(join(tmpdir(), 'roost-bench-embedded-'));
+    const store = embeddedStore();
     const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
     const env = {
-      DATABASE_URL: '',
-      REDIS_URL: '',
-      ROOST_DATA_DIR: dataDir,
+      ...store.env,
       ROOST_ADMIN_TOKEN: adminToken,
       ROOST_LOG_LEVEL: 'warn',
       ROOST_RATE_LIMIT_PER_S: '0',
       ...options.env,
     };
     const node = new RoostNode('all', await freePort(), env);
-    const cluster = new BenchCluster([node], [node], adminToken, '', '', '', async () =>
-      rmSync(dataDir, { recursive: true, force: true }),
-    );
+    const cluster = new BenchCluster([node], [node], adminToken, '', '', '', async () => store.drop());
     try {
       await node.start(120_000);
     } catch (error) {

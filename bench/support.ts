@@ -2,7 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import http from 'node:http';
 import net from 'node:net';
-import { mkdirSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,18 @@ export function requireEnv(name: string): string {
 
 export const scratchDatabase = (prefix: string): Promise<ScratchDatabase> =>
   createDatabase(requireEnv('DATABASE_URL'), prefix);
+
+/**
+ * The store of an embedded operator: the env that runs it without Postgres and Redis (PGlite in a
+ * new temporary folder), and `drop`, which removes the folder.
+ */
+export function embeddedStore(): { env: Record<string, string>; drop: () => void } {
+  const dataDir = mkdtempSync(join(tmpdir(), 'roost-bench-embedded-'));
+  return {
+    env: { DATABASE_URL: '', REDIS_URL: '', ROOST_DATA_DIR: dataDir },
+    drop: () => rmSync(dataDir, { recursive: true, force: true }),
+  };
+}
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
