@@ -1,6 +1,7 @@
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { GCProfiler, getHeapStatistics } from 'node:v8';
 
 /**
@@ -11,6 +12,12 @@ import { GCProfiler, getHeapStatistics } from 'node:v8';
  * growth since the last), scavenges and mark-compacts with their time, and what survived each
  * scavenge. On SIGUSR2 it writes the running totals to `gcProbeFile(pid)`; the bench reads them
  * before and after the counted seconds. Silent and passive otherwise.
+ *
+ * With ROOST_BENCH_STALL_PROBE=1 (the push scenarios set it) it also watches the main thread's
+ * event loop with a 5 ms timer and splits every late tick by what the kernel says the thread did
+ * meanwhile (`/proc/<pid>/task/<pid>/schedstat`: time on a CPU, time runnable but waiting for one)
+ * and by the GC pauses that overlap it: a stall of the operator's own work looks different from
+ * one where the thread sat in the run queue while other processes had the cores.
  */
 
 export interface GcCounters {
@@ -24,6 +31,73 @@ export interface GcCounters {
   otherGcMs: number;
   /** Young-generation bytes left after each scavenge, summed: a scavenge's cost follows them. */
   scavengeSurvivedBytes: number;
+  /** When these totals were written (ms, wall clock). */
+  atMs: number;
+  /** The main thread's time on a CPU and runnable in the run queue, since it started (schedstat), ms. */
+  mainThreadOnCpuMs: number;
+  mainThreadRunQueueMs: number;
+  /** With the stall probe: late ticks since the previous write, the longest first (at most 10 kept), and their count. */
+  stalls: LoopStall[];
+  stallCount: number;
+}
+
+/** One late tick of the stall probe's 5 ms timer (ms). */
+export interface LoopStall {
+  /** Between the tick and the one before (5 when on time). */
+  intervalMs: number;
+  /** Of that, the main thread on a CPU: its own JavaScript, GC's main-thread share, system calls. */
+  onCpuMs: number;
+  /** Of that, runnable but waiting for a CPU while the kernel ran other threads or processes. */
+  runQueueMs: number;
+  /** GC pauses overlapping the interval (V8's `gc` performance entries). */
+  gcMs: number;
+}
+
+const TICK_MS = 5;
+/** A tick this much later than due is a stall. */
+const STALL_MS = 5;
+const KEPT_STALLS = 10;
+
+/** The main thread's [on CPU, in the run queue] in ms, or zeros where schedstat is missing. */
+function schedstat(): [number, number] {
+  try {
+    const [onCpu, runQueue] = readFileSync(`/proc/${process.pid}/task/${process.pid}/schedstat`, 'utf8')
+      .split(' ')
+      .map(Number);
+    return [onCpu / 1e6, runQueue / 1e6];
+  } catch {
+    return [0, 0];
+  }
+}
+
+/** Records late ticks into `stalls` (the longest KEPT_STALLS) and counts them in `count.n`. */
+function watchStalls(stalls: LoopStall[], count: { n: number }): void {
+  const pauses: Array<[start: number, end: number]> = [];
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) pauses.push([entry.startTime, entry.startTime + entry.duration]);
+    if (pauses.length > 64) pauses.splice(0, pauses.length - 64);
+  }).observe({ entryTypes: ['gc'] });
+  let last = performance.now();
+  let [lastOnCpu, lastRunQueue] = schedstat();
+  const tick = () => {
+    const now = performance.now();
+    const [onCpu, runQueue] = schedstat();
+    if (now - last > TICK_MS + STALL_MS) {
+      const gcMs = pauses.reduce(
+        (sum, [start, end]) => sum + Math.max(0, Math.min(end, now) - Math.max(start, last)),
+        0,
+      );
+      count.n++;
+      stalls.push({ intervalMs: now - last, onCpuMs: onCpu - lastOnCpu, runQueueMs: runQueue - lastRunQueue, gcMs });
+      stalls.sort((a, b) => b.intervalMs - a.intervalMs);
+      if (stalls.length > KEPT_STALLS) stalls.length = KEPT_STALLS;
+    }
+    last = now;
+    lastOnCpu = onCpu;
+    lastRunQueue = runQueue;
+    setTimeout(tick, TICK_MS).unref();
+  };
+  setTimeout(tick, TICK_MS).unref();
 }
 
 /** Where the totals of process `pid` go (support.ts names the same file; it must not load this module). */
@@ -50,7 +124,15 @@ function install(): void {
     otherGcs: 0,
     otherGcMs: 0,
     scavengeSurvivedBytes: 0,
+    atMs: 0,
+    mainThreadOnCpuMs: 0,
+    mainThreadRunQueueMs: 0,
+    stalls: [],
+    stallCount: 0,
   };
+  const stalls: LoopStall[] = [];
+  const stallCount = { n: 0 };
+  if (process.env.ROOST_BENCH_STALL_PROBE === '1') watchStalls(stalls, stallCount);
   let profiler = new GCProfiler();
   profiler.start();
   let usedAfterLast = getHeapStatistics().used_heap_size;
@@ -78,6 +160,11 @@ function install(): void {
     const used = getHeapStatistics().used_heap_size;
     totals.allocatedBytes += Math.max(0, used - usedAfterLast);
     usedAfterLast = used;
+    totals.atMs = Date.now();
+    [totals.mainThreadOnCpuMs, totals.mainThreadRunQueueMs] = schedstat();
+    totals.stalls = stalls.splice(0);
+    totals.stallCount = stallCount.n;
+    stallCount.n = 0;
     writeFileSync(gcProbeFile(process.pid), JSON.stringify(totals));
   });
 }

@@ -13,7 +13,7 @@ import {
   serverCpuBetween,
 } from './cluster';
 import { paced, runFloors } from './push-floors';
-import { gcCounters, gcFields, percentile, request, round } from './support';
+import { gcCounters, gcFields, percentile, request, round, stallFields } from './support';
 
 const RECIPIENTS = 50;
 const SENDERS = 10;
@@ -132,10 +132,12 @@ function stageBreakdown(before: string, after: string): Record<string, unknown> 
 export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split'): Promise<Record<string, unknown>> {
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
   const load_before = round(loadavg()[0]);
+  // The stall probe (gc-probe.ts) in every operator process: what its event loop's late ticks were made of.
+  const probe = { ROOST_BENCH_STALL_PROBE: '1' };
   const cluster = await BenchCluster.start(
     mode === 'split'
-      ? { api: 1, gateway: 1 }
-      : { single: mode === 'all' ? 'postgres' : 'embedded', env: { ROOST_METRICS_PORT: '0' } },
+      ? { api: 1, gateway: 1, env: probe }
+      : { single: mode === 'all' ? 'postgres' : 'embedded', env: { ROOST_METRICS_PORT: '0', ...probe } },
   );
   const sockets: Array<{ terminate(): void }> = [];
   try {
@@ -313,6 +315,11 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       operator_involuntary_switches_per_envelope: perEnvelope('involuntary', 1),
       // Every operator process, from its own GC statistics (bench/gc-probe.ts).
       ...gcFields(gcBefore, gcAfter, count),
+      ...stallFields(
+        gcBefore,
+        gcAfter,
+        cluster.nodes.map((node) => node.role),
+      ),
       postgres_backends_cpu_ms_per_envelope: postgresCpuS === null ? null : round((postgresCpuS * 1000) / count, 3),
       redis_server_cpu_ms_per_envelope: redisCpuS === null ? null : round((redisCpuS * 1000) / count, 3),
       bench_cpu_ms_per_envelope: round((benchCpu.user + benchCpu.system) / 1e3 / count, 3),

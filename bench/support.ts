@@ -118,8 +118,16 @@ export function gcFields(
   envelopes: number,
 ): Record<string, number | null> {
   const complete = before.every(Boolean) && after.every(Boolean) && envelopes > 0;
-  const sum = (key: keyof GcCounters) =>
-    after.reduce((total, end, i) => total + (end?.[key] ?? 0) - (before[i]?.[key] ?? 0), 0);
+  const sum = (
+    key:
+      | 'allocatedBytes'
+      | 'scavenges'
+      | 'scavengeMs'
+      | 'markCompacts'
+      | 'markCompactMs'
+      | 'otherGcMs'
+      | 'scavengeSurvivedBytes',
+  ) => after.reduce((total, end, i) => total + (end?.[key] ?? 0) - (before[i]?.[key] ?? 0), 0);
   const per = (value: number, scale: number, digits: number) =>
     complete ? round((value * scale) / envelopes, digits) : null;
   const scavenges = sum('scavenges');
@@ -132,6 +140,39 @@ export function gcFields(
     operator_scavenge_survived_kb_mean:
       complete && scavenges > 0 ? round(sum('scavengeSurvivedBytes') / 1024 / scavenges, 0) : null,
   };
+}
+
+/**
+ * What the stall probe (gc-probe.ts, ROOST_BENCH_STALL_PROBE=1) saw in each operator process
+ * between the two readings: the main thread's ms per second on a CPU and waiting in the run queue,
+ * how many ticks of its 5 ms timer came 5 ms or more late, and the three longest with what the
+ * thread did in them. Empty when no process had the probe on.
+ */
+export function stallFields(
+  before: ReadonlyArray<GcCounters | undefined>,
+  after: ReadonlyArray<GcCounters | undefined>,
+  names: readonly string[],
+): Record<string, unknown> {
+  const processes = after.flatMap((end, i) => {
+    const start = before[i];
+    if (!end || !start || !Array.isArray(end.stalls) || end.atMs <= start.atMs) return [];
+    const seconds = (end.atMs - start.atMs) / 1000;
+    return [
+      {
+        process: names[i],
+        main_thread_on_cpu_ms_per_s: round((end.mainThreadOnCpuMs - start.mainThreadOnCpuMs) / seconds, 1),
+        main_thread_run_queue_ms_per_s: round((end.mainThreadRunQueueMs - start.mainThreadRunQueueMs) / seconds, 1),
+        late_ticks: end.stallCount,
+        longest: end.stalls.slice(0, 3).map((stall) => ({
+          interval_ms: round(stall.intervalMs),
+          on_cpu_ms: round(stall.onCpuMs),
+          run_queue_ms: round(stall.runQueueMs),
+          gc_ms: round(stall.gcMs),
+        })),
+      },
+    ];
+  });
+  return processes.length > 0 ? { operator_loop_stalls: processes } : {};
 }
 
 /**
