@@ -122,6 +122,18 @@ async function envelopeStats(database: Database): Promise<{ seqScans: number; au
   return { seqScans: Number(result.rows[0].n), autoanalyzed: Number(result.rows[0].a) };
 }
 
+/**
+ * How Postgres planned the accept statement on the pool's one connection so far: a custom plan is
+ * planned again at every execution, a generic one once (`plan_cache_mode` auto picks per statement).
+ */
+async function planCounts(database: Database): Promise<{ generic: number; custom: number }> {
+  const result = await sql<{ g: string; c: string }>`
+    select generic_plans as g, custom_plans as c from pg_prepared_statements
+    where name = 'roost_accept_if_current'`.execute(database.db);
+  const row = result.rows[0];
+  return { generic: Number(row?.g ?? 0), custom: Number(row?.c ?? 0) };
+}
+
 /** The pid of the backend serving the pool's one connection. */
 async function backendPid(database: Database): Promise<number> {
   return (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(database.db)).rows[0].pid;
@@ -141,6 +153,7 @@ interface Target {
   statsBefore: { seqScans: number; autoanalyzed: number };
   envelopeSeqScans: number;
   envelopeAutoanalyzed: number;
+  plans: { generic: number; custom: number };
   rows: number;
   envelopes: number;
   statements: number;
@@ -300,6 +313,7 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
       const after = await envelopeStats(target.database);
       target.envelopeSeqScans = after.seqScans - target.statsBefore.seqScans;
       target.envelopeAutoanalyzed = after.autoanalyzed - target.statsBefore.autoanalyzed;
+      target.plans = await planCounts(target.database);
     }
     // The parent check's own cost: a variant against the same schema without the check's trigger.
     const unchecked = targets.find((t) => t.variant.name === 'migrated_no_parent_check');
@@ -330,6 +344,8 @@ export async function acceptStatementScenario(): Promise<Record<string, unknown>
               statements: t.statements,
               envelopes_seq_scans: t.envelopeSeqScans,
               envelopes_autoanalyzed: t.envelopeAutoanalyzed,
+              generic_plans: t.plans.generic,
+              custom_plans: t.plans.custom,
               ...(uncheckedPerRow !== undefined &&
               (t.variant.name === 'as_migrated' || t.variant.name.startsWith('migrated_')) &&
               t !== unchecked
