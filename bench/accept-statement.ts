@@ -197,6 +197,7 @@ async function setUp(variant: Variant): Promise<Target> {
       lastCreatedAt: 0,
       cpuNs: 0,
       statsBefore: { seqScans: 0, autoanalyzed: 0 },
+      plans: { generic: 0, custom: 0 },
       envelopeSeqScans: 0,
       envelopeAutoanalyzed: 0,
       rows: 0,
