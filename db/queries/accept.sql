@@ -22,7 +22,7 @@ select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
        t.receipt_for, t.receipt_status,
        case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
 from unnest(
-  $1::text[], $2::bigint[],
+  (select $1::text[]), $2::bigint[],
   $3::bigint[], $4::bigint[],
   $5::text[], $6::text[],
   $7::text[], $8::boolean[],
@@ -38,7 +38,7 @@ returning id;
 -- EnvelopesRepository.insertEntries (prepared roost_insert_entries)
 insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
 select * from unnest(
-  $1::bigint[], $2::bigint[],
+  (select $1::bigint[]), $2::bigint[],
   $3::text[], $4::bigint[],
   $5::text[]
 );
@@ -46,7 +46,7 @@ select * from unnest(
 -- EnvelopesRepository.advanceMailboxes (prepared roost_advance_mailboxes)
 update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
 from unnest(
-  $1::bigint[], $2::bigint[],
+  (select $1::bigint[]), $2::bigint[],
   $3::bigint[], $4::bigint[]
 ) as u(agent_id, last_seq, last_created_at, expected_seq)
 where m.agent_id = u.agent_id
@@ -63,7 +63,7 @@ select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
        t.receipt_for, t.receipt_status,
        case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
 from unnest(
-  $1::text[], $2::bigint[],
+  (select $1::text[]), $2::bigint[],
   $3::bigint[], $4::bigint[],
   $5::text[], $6::text[],
   $7::text[], $8::boolean[],
@@ -78,14 +78,14 @@ returning id),
   entries as (
 insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
 select * from unnest(
-  $14::bigint[], $15::bigint[],
+  (select $14::bigint[]), $15::bigint[],
   $16::text[], $17::bigint[],
   $18::text[]
 )),
   advanced as (
 update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
 from unnest(
-  $19::bigint[], $20::bigint[],
+  (select $19::bigint[]), $20::bigint[],
   $21::bigint[], $22::bigint[]
 ) as u(agent_id, last_seq, last_created_at, expected_seq)
 where m.agent_id = u.agent_id
@@ -103,7 +103,7 @@ select t.id, t.sender_id, t.created_at, t.received_ms, t.body, t.header,
        t.receipt_for, t.receipt_status,
        case when t.guard_override is null then null else array(select jsonb_array_elements_text(t.guard_override::jsonb)) end
 from unnest(
-  $1::text[], $2::bigint[],
+  (select $1::text[]), $2::bigint[],
   $3::bigint[], $4::bigint[],
   $5::text[], $6::text[],
   $7::text[], $8::boolean[],
@@ -118,14 +118,14 @@ returning id),
   entries as (
 insert into mailbox_entries (mailbox_id, seq, envelope_id, created_at, kind)
 select * from unnest(
-  $14::bigint[], $15::bigint[],
+  (select $14::bigint[]), $15::bigint[],
   $16::text[], $17::bigint[],
   $18::text[]
 )),
   advanced as (
 update mailboxes as m set last_seq = u.last_seq, last_created_at = u.last_created_at
 from unnest(
-  $19::bigint[], $20::bigint[],
+  (select $19::bigint[]), $20::bigint[],
   $21::bigint[], $22::bigint[]
 ) as u(agent_id, last_seq, last_created_at, expected_seq)
 where m.agent_id = u.agent_id and m.last_seq = u.expected_seq
