@@ -13,10 +13,10 @@ import pg from 'pg';
  */
 
 export interface FloorsOptions {
-  redisUrl: string | undefined;
+  redisUrl?: string;
   /** Redis key prefix of the run (the floor's stream lives under it and is deleted with it). */
   prefix: string;
-  databaseUrl: string | undefined;
+  databaseUrl?: string;
   ratePerS: number;
   count: number;
 }
