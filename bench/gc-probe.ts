@@ -36,6 +36,8 @@ export interface GcCounters {
   /** The main thread's time on a CPU and runnable in the run queue, since it started (schedstat), ms. */
   mainThreadOnCpuMs: number;
   mainThreadRunQueueMs: number;
+  /** Whether the stall probe runs (ROOST_BENCH_STALL_PROBE=1). */
+  stallProbe: boolean;
   /** With the stall probe: late ticks since the previous write, the longest first (at most 10 kept), and their count. */
   stalls: LoopStall[];
   stallCount: number;
@@ -127,12 +129,13 @@ function install(): void {
     atMs: 0,
     mainThreadOnCpuMs: 0,
     mainThreadRunQueueMs: 0,
+    stallProbe: process.env.ROOST_BENCH_STALL_PROBE === '1',
     stalls: [],
     stallCount: 0,
   };
   const stalls: LoopStall[] = [];
   const stallCount = { n: 0 };
-  if (process.env.ROOST_BENCH_STALL_PROBE === '1') watchStalls(stalls, stallCount);
+  if (totals.stallProbe) watchStalls(stalls, stallCount);
   let profiler = new GCProfiler();
   profiler.start();
   let usedAfterLast = getHeapStatistics().used_heap_size;

@@ -155,7 +155,7 @@ export function stallFields(
 ): Record<string, unknown> {
   const processes = after.flatMap((end, i) => {
     const start = before[i];
-    if (!end || !start || !Array.isArray(end.stalls) || end.atMs <= start.atMs) return [];
+    if (!end?.stallProbe || !start || end.atMs <= start.atMs) return [];
     const seconds = (end.atMs - start.atMs) / 1000;
     return [
       {
