@@ -62,13 +62,12 @@ async function ceiling(url: string, durationMs: number) {
   await pool.query(
     'CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))',
   );
-  const body = TEXT_BODY;
   const result = await loadLoop(SENDERS, durationMs, async () => {
     const client = await pool.connect();
     try {
       const id = ulid();
       await client.query('BEGIN');
-      await client.query('INSERT INTO bench_envelopes (id, body) VALUES ($1, $2)', [id, body]);
+      await client.query('INSERT INTO bench_envelopes (id, body) VALUES ($1, $2)', [id, TEXT_BODY]);
       await client.query('INSERT INTO bench_mailbox (mailbox, envelope_id) VALUES (1, $1)', [id]);
       await client.query('COMMIT');
       return true;
@@ -99,7 +98,6 @@ export async function pgliteCeiling(durationMs: number, perTransaction: readonly
     await db.exec(
       'CREATE TABLE bench_mailbox (mailbox bigint NOT NULL, seq bigserial, envelope_id text NOT NULL, PRIMARY KEY (mailbox, seq))',
     );
-    const body = TEXT_BODY;
     const rates: number[] = [];
     for (const size of perTransaction) {
       let envelopes = 0;
@@ -108,7 +106,7 @@ export async function pgliteCeiling(durationMs: number, perTransaction: readonly
         await db.transaction(async (tx) => {
           for (let i = 0; i < size; i++) {
             const id = ulid();
-            await tx.query('INSERT INTO bench_envelopes (id, body) VALUES ($1, $2)', [id, body]);
+            await tx.query('INSERT INTO bench_envelopes (id, body) VALUES ($1, $2)', [id, TEXT_BODY]);
             await tx.query('INSERT INTO bench_mailbox (mailbox, envelope_id) VALUES (1, $1)', [id]);
           }
         });
@@ -398,7 +396,6 @@ export async function acceptEmbeddedDbScenario(batches = Number(process.env.ROOS
     const envelopes = new EnvelopesRepository(database);
     const states = new Map<number, MailboxState>();
     for (let id = 1; id <= SENDERS; id++) states.set(id, { agent_id: id, last_seq: 0, last_created_at: 0 });
-    const body = TEXT_BODY;
     let n = 0;
     let now = Date.now();
     const run = async (count: number) => {
@@ -415,7 +412,7 @@ export async function acceptEmbeddedDbScenario(batches = Number(process.env.ROOS
             sender_id: 1 + (n % SENDERS),
             created_at: now,
             received_ms: now,
-            body,
+            body: TEXT_BODY,
             header: '{}',
             recipients: [`a${to}`],
             self_addressed: false,

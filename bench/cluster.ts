@@ -386,17 +386,29 @@ export function processCounters(pid: number): {
   userS: number;
   systemS: number;
   mainThreadS: number;
+  /** The main thread's time runnable but waiting for a CPU (schedstat). */
+  mainThreadRunQueueS: number;
   syscalls: number;
   voluntarySwitches: number;
   involuntarySwitches: number;
 } {
-  const counters = { userS: 0, systemS: 0, mainThreadS: 0, syscalls: 0, voluntarySwitches: 0, involuntarySwitches: 0 };
+  const counters = {
+    userS: 0,
+    systemS: 0,
+    mainThreadS: 0,
+    mainThreadRunQueueS: 0,
+    syscalls: 0,
+    voluntarySwitches: 0,
+    involuntarySwitches: 0,
+  };
   try {
     const { user, system } = statTimes(`/proc/${pid}/stat`);
     counters.userS = user;
     counters.systemS = system;
     const main = statTimes(`/proc/${pid}/task/${pid}/stat`);
     counters.mainThreadS = main.user + main.system;
+    counters.mainThreadRunQueueS =
+      Number(readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')[1]) / 1e9;
     const io = readFileSync(`/proc/${pid}/io`, 'utf8');
     counters.syscalls = Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0) + Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0);
     for (const task of readdirSync(`/proc/${pid}/task`)) {

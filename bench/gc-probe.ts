@@ -31,11 +31,6 @@ export interface GcCounters {
   otherGcMs: number;
   /** Young-generation bytes left after each scavenge, summed: a scavenge's cost follows them. */
   scavengeSurvivedBytes: number;
-  /** When these totals were written (ms, wall clock). */
-  atMs: number;
-  /** The main thread's time on a CPU and runnable in the run queue, since it started (schedstat), ms. */
-  mainThreadOnCpuMs: number;
-  mainThreadRunQueueMs: number;
   /** Whether the stall probe runs (ROOST_BENCH_STALL_PROBE=1). */
   stallProbe: boolean;
   /** With the stall probe: late ticks since the previous write, the longest first (at most 10 kept), and their count. */
@@ -126,9 +121,6 @@ function install(): void {
     otherGcs: 0,
     otherGcMs: 0,
     scavengeSurvivedBytes: 0,
-    atMs: 0,
-    mainThreadOnCpuMs: 0,
-    mainThreadRunQueueMs: 0,
     stallProbe: process.env.ROOST_BENCH_STALL_PROBE === '1',
     stalls: [],
     stallCount: 0,
@@ -163,8 +155,6 @@ function install(): void {
     const used = getHeapStatistics().used_heap_size;
     totals.allocatedBytes += Math.max(0, used - usedAfterLast);
     usedAfterLast = used;
-    totals.atMs = Date.now();
-    [totals.mainThreadOnCpuMs, totals.mainThreadRunQueueMs] = schedstat();
     totals.stalls = stalls.splice(0);
     totals.stallCount = stallCount.n;
     stallCount.n = 0;

@@ -238,6 +238,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const benchCpuBefore = process.cpuUsage();
     const gcBefore = await Promise.all(cluster.nodes.map((node) => gcCounters(node.pid)));
     const countersBefore = cluster.nodes.map((node) => processCounters(node.pid));
+    const runStart = performance.now();
     // The Redis floor runs in a worker thread (own event loop), in the same seconds as the posts.
     const [floors] = await Promise.all([
       runFloors({
@@ -249,6 +250,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       paced(RATE_PER_S, count, post),
     ]);
     const floor = floors.redis;
+    const runS = (performance.now() - runStart) / 1000;
     const benchCpu = process.cpuUsage(benchCpuBefore);
     benchLoop.disable();
     // Per envelope, summed over the operator processes: where the CPU goes (user or kernel), and
@@ -263,6 +265,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
         user,
         system,
         main,
+        runQueue: after.mainThreadRunQueueS - before.mainThreadRunQueueS,
         // V8's compiler and GC threads, libuv's pool.
         helpers: user + system - main,
         syscalls: after.syscalls - before.syscalls,
@@ -332,7 +335,12 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       ...stallFields(
         gcBefore,
         gcAfter,
-        cluster.nodes.map((node) => node.role),
+        cluster.nodes.map((node, i) => ({
+          name: node.role,
+          onCpuS: counters[i].main,
+          runQueueS: counters[i].runQueue,
+        })),
+        runS,
       ),
       postgres_backends_cpu_ms_per_envelope: postgresCpuS === null ? null : round((postgresCpuS * 1000) / count, 3),
       redis_server_cpu_ms_per_envelope: redisCpuS === null ? null : round((redisCpuS * 1000) / count, 3),

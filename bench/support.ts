@@ -143,25 +143,25 @@ export function gcFields(
 }
 
 /**
- * What the stall probe (gc-probe.ts, ROOST_BENCH_STALL_PROBE=1) saw in each operator process
- * between the two readings: the main thread's ms per second on a CPU and waiting in the run queue,
- * how many ticks of its 5 ms timer came 5 ms or more late, and the three longest with what the
- * thread did in them. Empty when no process had the probe on.
+ * Each operator process's main thread in the counted seconds: ms per second on a CPU and runnable
+ * but waiting in the run queue (`threads`, from processCounters, read from outside); and what the
+ * stall probe (gc-probe.ts, ROOST_BENCH_STALL_PROBE=1) saw between its two readings: how many ticks
+ * of its 5 ms timer came 5 ms or more late, and the three longest with what the thread did in
+ * them. Empty when no process had the probe on.
  */
 export function stallFields(
   before: ReadonlyArray<GcCounters | undefined>,
   after: ReadonlyArray<GcCounters | undefined>,
-  names: readonly string[],
+  threads: ReadonlyArray<{ name: string; onCpuS: number; runQueueS: number }>,
+  seconds: number,
 ): Record<string, unknown> {
   const processes = after.flatMap((end, i) => {
-    const start = before[i];
-    if (!end?.stallProbe || !start || end.atMs <= start.atMs) return [];
-    const seconds = (end.atMs - start.atMs) / 1000;
+    if (!end?.stallProbe || !before[i]) return [];
     return [
       {
-        process: names[i],
-        main_thread_on_cpu_ms_per_s: round((end.mainThreadOnCpuMs - start.mainThreadOnCpuMs) / seconds, 1),
-        main_thread_run_queue_ms_per_s: round((end.mainThreadRunQueueMs - start.mainThreadRunQueueMs) / seconds, 1),
+        process: threads[i].name,
+        main_thread_on_cpu_ms_per_s: round((threads[i].onCpuS * 1000) / seconds, 1),
+        main_thread_run_queue_ms_per_s: round((threads[i].runQueueS * 1000) / seconds, 1),
         late_ticks: end.stallCount,
         longest: end.stalls.slice(0, 3).map((stall) => ({
           interval_ms: round(stall.intervalMs),

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
-import { EnvelopesRepository, migrate, openPglite, openPostgres, type Database } from '#db';
+import { EnvelopesRepository } from '#db';
 import { ulid } from '#domain';
-import { createTestDatabase } from '../support/database';
+import { postgresAndPglite } from '../support/postgres-and-pglite';
 
 /**
  * How Postgres plans the accept path's statements when an operator is not under load: every send
@@ -12,27 +12,11 @@ import { createTestDatabase } from '../support/database';
  * planned again at every send. On Postgres and on PGlite (the embedded default).
  */
 
-let scratch: { url: string; drop: () => Promise<void> };
-const opened: Database[] = [];
+const database = postgresAndPglite('roost_accept_plans', { statementTimeoutMs: 10_000, migrated: true });
 
-beforeAll(async () => {
-  scratch = await createTestDatabase('roost_accept_plans');
-  // One connection: the statements and the view of them are on the same session.
-  opened.push(openPostgres({ url: scratch.url, poolSize: 1, statementTimeoutMs: 10_000 }));
-  opened.push(await openPglite('memory://'));
-  for (const database of opened) await migrate(database);
-});
-
-afterAll(async () => {
-  await Promise.all(opened.map((database) => database.close()));
-  await scratch.drop();
-});
-
-describe.each(['postgres', 'pglite'])('accept statement plans on %s', (kind) => {
-  const database = () => opened[kind === 'postgres' ? 0 : 1];
-
+describe.each(['postgres', 'pglite'] as const)('accept statement plans on %s', (kind) => {
   test('one envelope per statement: five custom plans, then the generic plan every time', async () => {
-    const db = database();
+    const db = database(kind);
     const now = Date.now();
     const agents = await sql<{ id: string; handle: string }>`
       insert into agents (handle, owner, token_hash, policy, display_name, visibility, created_at, updated_at)
@@ -82,7 +66,7 @@ describe.each(['postgres', 'pglite'])('accept statement plans on %s', (kind) => 
 
   test("the entries' parent check plans its queries generically (migration 0010)", async () => {
     const config = await sql<{ proconfig: string[] }>`
-      select proconfig from pg_proc where proname = 'roost_entries_check_parents'`.execute(database().db);
+      select proconfig from pg_proc where proname = 'roost_entries_check_parents'`.execute(database(kind).db);
     expect(config.rows).toHaveLength(1);
     expect([...config.rows[0].proconfig].sort()).toEqual(['enable_seqscan=off', 'plan_cache_mode=force_generic_plan']);
   });

@@ -1,6 +1,6 @@
 import { CompiledQuery } from 'kysely';
-import { openPglite, openPostgres, plainSearchLexemes, textArray, type Database } from '#db';
-import { createTestDatabase } from '../support/database';
+import { plainSearchLexemes, textArray, type Database } from '#db';
+import { postgresAndPglite } from '../support/postgres-and-pglite';
 
 /**
  * The accept statements build an envelope's tsvector from lexemes worked out in JS
@@ -100,19 +100,7 @@ const CASES = [
   'tab\tnew\nline\rcarriage   spaces',
 ];
 
-let database: { url: string; drop: () => Promise<void> };
-const opened: Database[] = [];
-
-beforeAll(async () => {
-  database = await createTestDatabase('roost_search_lexemes');
-  opened.push(openPostgres({ url: database.url, poolSize: 1, statementTimeoutMs: 30_000 }));
-  opened.push(await openPglite('memory://'));
-});
-
-afterAll(async () => {
-  await Promise.all(opened.map((db) => db.close()));
-  await database.drop();
-});
+const database = postgresAndPglite('roost_search_lexemes', { statementTimeoutMs: 30_000 });
 
 interface Compared {
   text: string;
@@ -135,8 +123,8 @@ async function compare(db: Database, input: string[]): Promise<Compared[]> {
   return rows.map((row, i) => ({ text: input[i], parser: row.parser, fromLexemes: row.from_lexemes }));
 }
 
-describe.each(['postgres', 'pglite'])('plain search lexemes on %s', (kind) => {
-  const db = () => opened[kind === 'postgres' ? 0 : 1];
+describe.each(['postgres', 'pglite'] as const)('plain search lexemes on %s', (kind) => {
+  const db = () => database(kind);
 
   test('every plain text gets exactly the lexemes the parser indexes', async () => {
     const input = [
