@@ -1,12 +1,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { EnvelopesRepository, migrate, openPglite, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
 import { ulid } from '#domain';
 import Redis from 'ioredis';
-import { processCounters, serverCpu, serverCpuBetween } from './cluster';
+import { machineCpu, processCounters, serverCpu, serverCpuBetween } from './cluster';
 import { pgbenchCeiling } from './pgbench';
 import {
   createAgent,
@@ -247,11 +247,13 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     const serversBefore = database ? await serverCpu(database.url, redis) : undefined;
     const threadsBefore = nodes.map((n) => processCounters(n.child.pid ?? 0));
     const runStart = performance.now();
+    const machineBefore = machineCpu();
     const benchBefore = process.cpuUsage();
     const churn = churner ? churnPolicy(op, churner, churnPerS) : undefined;
     const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
     const policyChanges = (await churn?.stop()) ?? 0;
     const benchInRun = process.cpuUsage(benchBefore);
+    const machineAfter = machineCpu();
     const runS = (performance.now() - runStart) / 1000;
     const mainThreadS = nodes.reduce(
       (sum, n, i) => sum + processCounters(n.child.pid ?? 0).mainThreadS - threadsBefore[i].mainThreadS,
@@ -333,6 +335,29 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       queue_ms_mean: meanMs('roost_accept_stage_seconds', 'stage="queue"'),
       write_ms_mean: meanMs('roost_accept_stage_seconds', 'stage="write"'),
     };
+    // Whether the cores were the limit: the machine's share of CPU time not idle in the run, and the
+    // rate at which the CPU per envelope of the processes measured (operators, Postgres backends,
+    // Redis, this bench) would keep every core busy. Postgres's WAL writer and the kernel's own
+    // work are not in the sum, so the real bound is lower.
+    const machineTicks = machineAfter.total - machineBefore.total;
+    const cpuPerEnvelope = [
+      result.operator_cpu_ms_per_envelope,
+      result.postgres_backends_cpu_ms_per_envelope,
+      result.redis_server_cpu_ms_per_envelope,
+      result.bench_cpu_ms_per_envelope,
+    ].reduce<number>((sum, ms) => sum + (typeof ms === 'number' ? ms : 0), 0);
+    const cpuBound = cpuPerEnvelope > 0 ? (availableParallelism() * 1000) / cpuPerEnvelope : null;
+    Object.assign(result, {
+      machine_cpu_busy:
+        machineTicks > 0
+          ? round(
+              1 - (machineAfter.idle - machineBefore.idle + machineAfter.iowait - machineBefore.iowait) / machineTicks,
+              2,
+            )
+          : null,
+      cpu_ms_per_envelope_measured: round(cpuPerEnvelope, 3),
+      cpu_bound_envelopes_per_s: cpuBound === null ? null : Math.round(cpuBound),
+    });
     if (database) {
       const raw = await ceiling(database.url, seconds * 1000);
       Object.assign(result, {
@@ -354,6 +379,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
         pgbench_failed: (pgbenchBefore?.failed ?? 0) + pgb.failed,
         pgbench_cpu_s: pgb.cpu_s,
         ratio_to_pgbench: round(roost.per_s / tps, 3),
+        cpu_bound_ratio_to_pgbench: cpuBound === null ? null : round(cpuBound / tps, 3),
       });
     } else {
       const [one, batched] = await pgliteCeiling(Math.min(seconds, 10) * 1000, [1, 64]);

@@ -118,6 +118,41 @@ describe('AcceptBatcher queue deadline', () => {
   });
 });
 
+describe('AcceptBatcher hand-over', () => {
+  it('starts the next batch before the callers of the one that committed are answered', async () => {
+    const { transactions, repository } = gatedRepository();
+    const batcher = new AcceptBatcher(repository, new Metrics(), specConfig({ ROOST_ACCEPT_WRITERS: '1' }));
+    const first = batcher.submit(job('A', 1));
+    const second = batcher.submit(job('B', 1)); // waits: its mailbox is held by the batch in flight
+    expect(transactions).toHaveLength(1);
+    // What the first caller sees when it is answered: whether the second batch had already started.
+    const startedWhenAnswered = first.then(() => transactions.length);
+    transactions[0].release();
+    await expect(startedWhenAnswered).resolves.toBe(2);
+    transactions[1].release();
+    await expect(second).resolves.toMatchObject({ kind: 'stored' });
+  });
+
+  it('on the embedded PGlite answers them first: its next statement would run on this thread before the answers', async () => {
+    const { transactions, repository } = gatedRepository();
+    const config = loadConfig({ ROOST_ADMIN_TOKEN: 'admin-token-for-the-spec' });
+    expect(config.databaseUrl).toBeNull();
+    const batcher = new AcceptBatcher(repository, new Metrics(), config);
+    const first = batcher.submit(job('A', 1));
+    await flush(); // PGlite: the batch starts after a turn that brought no new request
+    await flush();
+    const second = batcher.submit(job('B', 1));
+    expect(transactions).toHaveLength(1);
+    const startedWhenAnswered = first.then(() => transactions.length);
+    transactions[0].release();
+    await expect(startedWhenAnswered).resolves.toBe(1);
+    await flush();
+    expect(transactions).toHaveLength(2);
+    transactions[1].release();
+    await expect(second).resolves.toMatchObject({ kind: 'stored' });
+  });
+});
+
 /** A repository over in-memory mailbox states that another writer can move on. */
 function memoryRepository() {
   const seqs = new Map<number, number>();

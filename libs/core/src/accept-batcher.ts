@@ -71,6 +71,12 @@ export class AcceptBatcher {
   private running = 0;
   /** Embedded PGlite: a batch starts on the next event-loop turn, so that turn's accepts join it. */
   private readonly scheduler: PumpScheduler;
+  /**
+   * Postgres: a batch that committed hands its writer over before its callers are answered (see
+   * `commit`). Not on PGlite, whose statements run on this thread: the next batch would run before
+   * the answers went out.
+   */
+  private readonly handOverFirst: boolean;
   /** Mailboxes locked by batches in flight: a job touching one waits and joins a later batch. */
   private readonly busy = new Map<number, number>();
   private readonly writers: number;
@@ -108,6 +114,7 @@ export class AcceptBatcher {
     // PGlite runs a statement synchronously on the event loop: a batch started at once for the
     // first accept of a turn would commit it alone while the turn's other accepts wait for the next.
     this.scheduler = new PumpScheduler(config.databaseUrl === null, () => this.pump());
+    this.handOverFirst = config.databaseUrl !== null;
     this.batchMax = config.accept.batchMax;
     this.besideMin = Math.max(1, Math.ceil(this.batchMax / 4));
     this.queueDeadlineMs = config.db.statementTimeoutMs;
@@ -130,7 +137,10 @@ export class AcceptBatcher {
       this.running++;
       const since = { at: performance.now() };
       this.inFlightSince.add(since);
-      void this.commit(batch, mailboxes).finally(() => {
+      let released = false;
+      const release = (): void => {
+        if (released) return;
+        released = true;
         for (const id of mailboxes) {
           const left = (this.busy.get(id) ?? 1) - 1;
           if (left > 0) this.busy.set(id, left);
@@ -139,7 +149,8 @@ export class AcceptBatcher {
         this.inFlightSince.delete(since);
         this.running--;
         this.pump();
-      });
+      };
+      void this.commit(batch, mailboxes, release).finally(release);
     }
   }
 
@@ -213,8 +224,14 @@ export class AcceptBatcher {
     return batch;
   }
 
-  /** `mailboxes`: the queued batch's (`mailboxesOf` its jobs), computed once by `pump`. */
-  private async commit(queued: Pending[], mailboxes: number[]): Promise<void> {
+  /**
+   * `mailboxes`: the queued batch's (`mailboxesOf` its jobs), computed once by `pump`. `release`
+   * frees its writer and mailboxes and pumps. On Postgres it is called as soon as the batch has
+   * committed, before its callers are answered, so that the next batch's statement is on its way
+   * (written to the socket within `pump`) while this process writes the answers, which otherwise
+   * ran first; `pump` calls it again when the batch ends, which does nothing the second time.
+   */
+  private async commit(queued: Pending[], mailboxes: number[], release: () => void): Promise<void> {
     this.metrics.acceptBatchSize.observe(queued.length);
     const started = performance.now();
     for (const pending of queued)
@@ -235,6 +252,7 @@ export class AcceptBatcher {
       );
       const written = (performance.now() - started) / 1000;
       for (let i = 0; i < batch.length; i++) this.metrics.acceptStage.observe({ stage: 'write' }, written);
+      if (this.handOverFirst) release();
       batch.forEach((pending, i) => pending.resolve(outcomes[i]));
       return;
     } catch (error) {
