@@ -397,13 +397,19 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
     it('#72 monitor facts stay behind their own notify frame while a gap backfill is in flight', async () => {
       const alice = await h.op.agent('@p72g.alice');
       const socket = await h.open(alice);
+      // The upgrade resolves before the gateway has read where the socket starts: an envelope
+      // committed before that read, whose frame is then lost, would never be this socket's (no
+      // cursor) and nothing would show the gap. A first notify says the socket is live.
+      const first = await h.send(alice, envelope('@p72g.alice'));
+      await socket.until(() => socket.ids.includes(first.id), 5_000, 'a first notify');
       const publish = jest.spyOn(h.op.app.get(FrameBus), 'publish').mockImplementationOnce(async () => undefined);
       try {
         const lost = await h.send(alice, envelope('@p72g.alice'));
         // Its frame shows a gap: the socket backfills `lost` from Postgres before sending it.
         const next = await h.send(alice, envelope('@p72g.alice', { monitor: 'mon_gap' }));
-        await socket.until(() => socket.frames.length >= 3, 5_000, 'two notifies and a fact');
+        await socket.until(() => socket.frames.length >= 4, 5_000, 'two more notifies and a fact');
         expect(socket.frames.map((frame) => [frame.op, frame.id ?? frame.envelope_id])).toEqual([
+          ['envelope.notify', first.id],
           ['envelope.notify', lost.id],
           ['envelope.notify', next.id],
           ['monitor.fact', next.id],
@@ -719,6 +725,10 @@ describe(`gateway timers over the ${busName}: pings, the sweep, drain`, () => {
     const alice = await h.op.agent('@psweep.alice');
     const bob = await h.op.agent('@psweep.bob');
     const socket = await h.open(bob);
+    // A first notify says the socket is live (see the #72 gap test): an envelope committed before
+    // the gateway read where the socket starts would not be this socket's.
+    const first = await h.send(alice, envelope('@psweep.bob'));
+    await socket.until(() => socket.ids.includes(first.id), 5_000, 'a first notify');
     const sweeps = await h.metric('roost_ws_backfills_total', { cause: 'sweep' });
     const publish = jest.spyOn(h.op.app.get(FrameBus), 'publish').mockImplementationOnce(async () => undefined);
     let lost: { id: string };
@@ -733,7 +743,7 @@ describe(`gateway timers over the ${busName}: pings, the sweep, drain`, () => {
     const next = await h.send(alice, envelope('@psweep.bob'));
     await socket.until(() => socket.ids.includes(next.id), 5_000, 'the next notify');
     await sleep(500); // a few more sweeps: nothing is sent twice
-    expect(socket.ids).toEqual([lost.id, next.id]);
+    expect(socket.ids).toEqual([first.id, lost.id, next.id]);
   });
 
   it('drain: closing the operator closes open sockets with 1012', async () => {
