@@ -6,7 +6,7 @@ import pg from 'pg';
 import { EnvelopesRepository, migrate, openPglite, type EntryRow, type EnvelopeRow, type MailboxState } from '#db';
 import { ulid } from '#domain';
 import Redis from 'ioredis';
-import { machineCpu, processCounters, serverCpu, serverCpuBetween } from './cluster';
+import { machineBusyShare, machineCpu, processCounters, serverCpu, serverCpuBetween } from './cluster';
 import { pgbenchCeiling } from './pgbench';
 import {
   createAgent,
@@ -339,7 +339,6 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     // rate at which the CPU per envelope of the processes measured (operators, Postgres backends,
     // Redis, this bench) would keep every core busy. Postgres's WAL writer and the kernel's own
     // work are not in the sum, so the real bound is lower.
-    const machineTicks = machineAfter.total - machineBefore.total;
     const cpuPerEnvelope = [
       result.operator_cpu_ms_per_envelope,
       result.postgres_backends_cpu_ms_per_envelope,
@@ -348,13 +347,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     ].reduce<number>((sum, ms) => sum + (typeof ms === 'number' ? ms : 0), 0);
     const cpuBound = cpuPerEnvelope > 0 ? (availableParallelism() * 1000) / cpuPerEnvelope : null;
     Object.assign(result, {
-      machine_cpu_busy:
-        machineTicks > 0
-          ? round(
-              1 - (machineAfter.idle - machineBefore.idle + machineAfter.iowait - machineBefore.iowait) / machineTicks,
-              2,
-            )
-          : null,
+      machine_cpu_busy: round(machineBusyShare(machineBefore, machineAfter), 2),
       cpu_ms_per_envelope_measured: round(cpuPerEnvelope, 3),
       cpu_bound_envelopes_per_s: cpuBound === null ? null : Math.round(cpuBound),
     });

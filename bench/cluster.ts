@@ -453,6 +453,12 @@ export function machineCpu(): {
   };
 }
 
+/** The share of all cores' time not idle (nor waiting on I/O) between two `machineCpu` readings. */
+export function machineBusyShare(before: ReturnType<typeof machineCpu>, after: ReturnType<typeof machineCpu>): number {
+  const total = after.total - before.total;
+  return total > 0 ? 1 - (after.idle - before.idle + after.iowait - before.iowait) / total : 0;
+}
+
 /** CPU ticks of every process on the machine, by pid, with its command name. */
 function processTicks(): Map<number, { comm: string; ticks: number }> {
   const out = new Map<number, { comm: string; ticks: number }>();
@@ -509,7 +515,7 @@ export function cpuWindow(named: Record<string, number>) {
       out.other = Math.max(0, pct(busyTicks) - listed);
       const share = (key: 'user' | 'system' | 'softirq' | 'steal' | 'iowait') =>
         Math.round(((now[key] - machine[key]) / total) * 100);
-      out.machine_busy_pct = Math.round((1 - (now.idle - machine.idle + now.iowait - machine.iowait) / total) * 100);
+      out.machine_busy_pct = Math.round(machineBusyShare(machine, now) * 100);
       out.machine_user_pct = share('user') + Math.round(((now.nice - machine.nice) / total) * 100);
       out.machine_system_pct = share('system');
       out.machine_softirq_pct = share('softirq');

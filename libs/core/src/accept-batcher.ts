@@ -109,12 +109,13 @@ export class AcceptBatcher {
     private readonly metrics: Metrics,
     @InjectConfig() config: Config,
   ) {
+    const embedded = config.databaseUrl === null;
     // PGlite has one session: more writers would only queue behind its lock.
-    this.writers = config.databaseUrl === null ? 1 : config.accept.writers;
+    this.writers = embedded ? 1 : config.accept.writers;
     // PGlite runs a statement synchronously on the event loop: a batch started at once for the
     // first accept of a turn would commit it alone while the turn's other accepts wait for the next.
-    this.scheduler = new PumpScheduler(config.databaseUrl === null, () => this.pump());
-    this.handOverFirst = config.databaseUrl !== null;
+    this.scheduler = new PumpScheduler(embedded, () => this.pump());
+    this.handOverFirst = !embedded;
     this.batchMax = config.accept.batchMax;
     this.besideMin = Math.max(1, Math.ceil(this.batchMax / 4));
     this.queueDeadlineMs = config.db.statementTimeoutMs;
