@@ -1,10 +1,10 @@
 import { CORPUS, DETECTOR_CODES, ALL_CASES } from '../../../../bench/data/guard-corpus';
-import { detectCredentialRequest } from './credential-request';
-import { detectDestructive } from './destructive';
+import { CREDENTIAL_REQUEST_ANCHORS, detectCredentialRequest } from './credential-request';
+import { DESTRUCTIVE_ANCHORS, detectDestructive } from './destructive';
 import { GUARD_DETAILS, scanContent } from './guard';
-import { detectProduction } from './production';
+import { detectProduction, PRODUCTION_ANCHORS } from './production';
 import { anchorScanner, type Anchors } from './rules';
-import { detectSecret } from './secret';
+import { detectSecret, SECRET_ANCHORS } from './secret';
 
 const findingsOf = (text: string) =>
   scanContent({ parts: [{ type: 'text', text }] }, { largeBytes: Number.MAX_SAFE_INTEGER });
@@ -39,6 +39,32 @@ describe('anchors', () => {
       ['.env', 'drop', 'dropdatabase', 'env', 'sk-', 'sk-ant-'].sort(),
     );
     expect(scan('nothing here').size).toBe(0);
+  });
+
+  it('finds exactly the anchors in the lower-cased text: every one a case-insensitive search finds, and no other', () => {
+    const anchors = [
+      ...new Set([...SECRET_ANCHORS, ...DESTRUCTIVE_ANCHORS, ...PRODUCTION_ANCHORS, ...CREDENTIAL_REQUEST_ANCHORS]),
+    ];
+    const scan = anchorScanner(anchors);
+    // Pieces of anchors in both cases, characters Unicode case mapping treats specially, and filler.
+    const pieces = [
+      ...anchors.flatMap((anchor) => [anchor, anchor.toUpperCase(), anchor.slice(0, 2), anchor.slice(1)]),
+      ...['\u212a', '\u0130', '\u0131', '\u017f', 'ß', 'é', ' ', '-', '_', '.', '/', ':', 'x', 'K', 'S'],
+    ];
+    let seed = 42;
+    const next = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const escape = (literal: string) => literal.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+    for (let round = 0; round < 2_000; round++) {
+      const text = Array.from({ length: 1 + next(12) }, () => pieces[next(pieces.length)]).join('');
+      const found = scan(text);
+      const lower = text.toLowerCase();
+      expect([...found].sort()).toEqual(anchors.filter((anchor) => lower.includes(anchor)).sort());
+      for (const anchor of anchors) if (new RegExp(escape(anchor), 'i').test(text)) expect(found.has(anchor)).toBe(true);
+    }
+    expect(() => anchorScanner(['Key'])).toThrow('anchors are lower case');
   });
 
   it('gating rules by anchor never changes a detector result on the corpus', () => {
