@@ -25,7 +25,7 @@ interface Side {
 /** `postgres`: `ROOST_ROLE=all` on its own scratch database and Redis prefix. `embedded`: no DATABASE_URL, PGlite in its own temporary folder. */
 type PairedMode = 'postgres' | 'embedded';
 
-async function side(main: string | undefined, mode: PairedMode): Promise<Side> {
+async function side(main: string | undefined, mode: PairedMode, nodeArgs: readonly string[]): Promise<Side> {
   let env: Record<string, string>;
   let drop: () => Promise<void>;
   if (mode === 'embedded') {
@@ -37,7 +37,7 @@ async function side(main: string | undefined, mode: PairedMode): Promise<Side> {
     env = { DATABASE_URL: database.url, ROOST_REDIS_PREFIX: `paired${ulid().slice(-8).toLowerCase()}:` };
     drop = database.drop;
   }
-  const op = await startOperatorProcess(env, main);
+  const op = await startOperatorProcess(env, main, nodeArgs);
   await createAgent(op, '@bench.inbox');
   const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
   return { op, drop, tokens, connections: tokens.map(() => new HttpConnection(op.url)) };
@@ -69,7 +69,10 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
  * reads each one's envelopes/s and its main thread's CPU per envelope; the start order swaps each
  * round. ROOST_BENCH_BASELINE: the root of another checkout, built (`npm ci && npm run build`);
  * ROOST_BENCH_ROUNDS (default 3); ROOST_BENCH_PAIRED_MODE=embedded: both on the embedded default
- * (PGlite in the operator's process, each in its own temporary folder) instead of Postgres.
+ * (PGlite in the operator's process, each in its own temporary folder) instead of Postgres;
+ * ROOST_BENCH_THIS_NODE_ARGS: Node/V8 flags for this build's operator only, so the baseline may be
+ * this same checkout (the A/B of a flag). Besides the main thread's CPU per envelope it reports the
+ * whole process's (GC helper threads, libuv's pool).
  */
 export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
   const baseline = process.env.ROOST_BENCH_BASELINE;
@@ -80,26 +83,38 @@ export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 15);
   const rounds = Number(process.env.ROOST_BENCH_ROUNDS ?? 3);
   const mode: PairedMode = process.env.ROOST_BENCH_PAIRED_MODE === 'embedded' ? 'embedded' : 'postgres';
+  const thisNodeArgs = (process.env.ROOST_BENCH_THIS_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
   const perRound: Array<Record<string, number>> = [];
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? (['baseline', 'this'] as const) : (['this', 'baseline'] as const);
     const sides: Partial<Record<'baseline' | 'this', Side>> = {};
     try {
-      for (const name of order) sides[name] = await side(name === 'baseline' ? baselineMain : undefined, mode);
+      for (const name of order) {
+        sides[name] = await side(
+          name === 'baseline' ? baselineMain : undefined,
+          mode,
+          name === 'this' ? thisNodeArgs : [],
+        );
+      }
       const both = [sides.baseline!, sides.this!];
       await Promise.all(both.map((s) => load(s, WARMUP_MS)));
-      const cpuBefore = both.map((s) => processCounters(s.op.child.pid ?? 0).mainThreadS);
+      const before = both.map((s) => processCounters(s.op.child.pid ?? 0));
       const accepted = await Promise.all(both.map((s) => load(s, seconds * 1000)));
-      const cpuMs = both.map(
-        (s, i) => ((processCounters(s.op.child.pid ?? 0).mainThreadS - cpuBefore[i]) * 1000) / accepted[i],
+      const after = both.map((s) => processCounters(s.op.child.pid ?? 0));
+      const cpuMs = both.map((_, i) => ((after[i].mainThreadS - before[i].mainThreadS) * 1000) / accepted[i]);
+      const processMs = both.map(
+        (_, i) => ((after[i].userS + after[i].systemS - before[i].userS - before[i].systemS) * 1000) / accepted[i],
       );
       perRound.push({
         baseline_per_s: round(accepted[0] / seconds, 0),
         this_per_s: round(accepted[1] / seconds, 0),
         baseline_main_thread_cpu_ms_per_envelope: round(cpuMs[0], 4),
         this_main_thread_cpu_ms_per_envelope: round(cpuMs[1], 4),
+        baseline_process_cpu_ms_per_envelope: round(processMs[0], 4),
+        this_process_cpu_ms_per_envelope: round(processMs[1], 4),
         rate_ratio: round(accepted[1] / accepted[0], 3),
         cpu_ratio: round(cpuMs[1] / cpuMs[0], 3),
+        process_cpu_ratio: round(processMs[1] / processMs[0], 3),
       });
     } finally {
       for (const s of Object.values(sides)) {
@@ -112,6 +127,7 @@ export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
   return {
     scenario: 'accept-paired',
     baseline: baselineRoot,
+    this_node_args: thisNodeArgs.join(' '),
     mode,
     senders_each: SENDERS,
     text: TEXT_KIND,
@@ -119,5 +135,6 @@ export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
     rounds: perRound,
     median_rate_ratio: median(perRound.map((r) => r.rate_ratio)),
     median_cpu_ratio: median(perRound.map((r) => r.cpu_ratio)),
+    median_process_cpu_ratio: median(perRound.map((r) => r.process_cpu_ratio)),
   };
 }

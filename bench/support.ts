@@ -70,10 +70,10 @@ export async function processCpuMs(pid: number | undefined): Promise<number> {
  * folder named after `name`, written when the process exits; the GC probe (gc-probe.ts) unless
  * ROOST_BENCH_GC_PROBE=0; then ROOST_BENCH_NODE_ARGS.
  */
-export function profileArgs(name: string): string[] {
+export function profileArgs(name: string, more: readonly string[] = []): string[] {
   const dir = process.env.ROOST_BENCH_CPU_PROF;
   // ROOST_BENCH_NODE_ARGS: extra Node/V8 flags for the operator processes only (A/B of a flag).
-  const extra = (process.env.ROOST_BENCH_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
+  const extra = [...(process.env.ROOST_BENCH_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== ''), ...more];
   return [
     ...(dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : []),
     ...(process.env.ROOST_BENCH_GC_PROBE === '0' ? [] : ['--require', join(__dirname, 'gc-probe.js')]),
@@ -177,15 +177,17 @@ export function stallFields(
 
 /**
  * `node dist/apps/roost/src/main.js` with the given env, once /healthz answers; `main` runs another
- * build's entry point instead (`accept-paired`'s baseline).
+ * build's entry point instead (`accept-paired`'s baseline); `nodeArgs` are Node/V8 flags for this
+ * process only, after ROOST_BENCH_NODE_ARGS.
  */
 export async function startOperatorProcess(
   env: Record<string, string>,
   main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js'),
+  nodeArgs: readonly string[] = [],
 ): Promise<OperatorProcess> {
   const port = await freePort();
   const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
-  const child = spawn(process.execPath, [...profileArgs(`operator-${port}`), main], {
+  const child = spawn(process.execPath, [...profileArgs(`operator-${port}`, nodeArgs), main], {
     env: {
       ...process.env,
       ROOST_ADMIN_TOKEN: adminToken,
