@@ -3,12 +3,12 @@ import { runInNewContext } from 'node:vm';
 
 /**
  * One full garbage collection between building the app and listening, so the garbage of start-up
- * (module loading, schema compilation, dependency injection: ~50 MB on the V8 heap) is collected
- * before the first request rather than by a mark-compact during the first second of traffic.
- * Measured with `push-all` (docs/benchmarks.md, 2026-12-06): without it, a mark-compact of ~8 ms,
- * after incremental marking steps, ran about 0.8 s after listening, and the first second's p99 was
- * 17–80 ms (median 40, 11 runs); with it, 21–37 ms (median 25), the collection itself taking
- * ~20 ms before the port opens.
+ * (module loading, schema compilation, dependency injection) is collected before the first request
+ * rather than by a mark-compact during the first second of traffic. Measured with `push-all`
+ * (docs/benchmarks.md, 2026-12-06): without it, a mark-compact of ~8 ms after incremental marking
+ * steps ran about 0.8 s after the port opened (53 MB of heap before, 34 after), and the first
+ * second's p99 had a median of 35.7 ms over 8 fresh operators; with it, 15.0 ms. The collection
+ * takes ~20 ms and leaves ~29 MB.
  *
  * Node exposes no collection call without `--expose-gc`; the flag set at run time gives a `gc`
  * function to contexts created after it (the way Jest's leak detector gets one), and this process's
