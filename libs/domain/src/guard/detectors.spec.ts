@@ -53,8 +53,8 @@ describe('anchors', () => {
     ];
     let seed = 42;
     const next = (n: number) => {
-      seed = (seed * 1103515245 + 12345) % 2 ** 31;
-      return seed % n;
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return (seed >>> 16) % n;
     };
     const escape = (literal: string) => literal.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
     for (let round = 0; round < 2_000; round++) {
@@ -62,7 +62,8 @@ describe('anchors', () => {
       const found = scan(text);
       const lower = text.toLowerCase();
       expect([...found].sort()).toEqual(anchors.filter((anchor) => lower.includes(anchor)).sort());
-      for (const anchor of anchors) if (new RegExp(escape(anchor), 'i').test(text)) expect(found.has(anchor)).toBe(true);
+      for (const anchor of anchors)
+        if (new RegExp(escape(anchor), 'i').test(text)) expect(found.has(anchor)).toBe(true);
     }
     expect(() => anchorScanner(['Key'])).toThrow('anchors are lower case');
   });
