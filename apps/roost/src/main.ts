@@ -1,6 +1,5 @@
 import { ConfigError, loadConfig, type Config } from '#config';
 import { ensureAdminToken } from './admin-token';
-import { collectBootGarbage } from './boot-gc';
 import { buildRoostApp, DRAIN_HOLD_OPEN_MS, type RoostApp } from './bootstrap';
 
 /**
@@ -49,8 +48,6 @@ async function main(): Promise<void> {
   });
   const roost = await buildRoostApp(config);
   drainOnSignals(roost, config);
-  const gcMs = collectBootGarbage();
-  if (gcMs !== null) roost.logger.debug({ ms: Math.round(gcMs) }, 'start-up garbage collected');
   // A deep accept queue: after a gateway restart thousands of clients reconnect at once.
   await roost.app.listen({ port: config.port, host: config.host, backlog: 4096 });
   const where = config.databaseUrl === null ? `embedded PGlite in ${config.dataDir}` : 'Postgres';

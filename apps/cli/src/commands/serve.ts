@@ -16,8 +16,7 @@ export interface ServeOptions {
 export async function serve(session: Session, options: ServeOptions): Promise<void> {
   /* eslint-disable @typescript-eslint/no-require-imports -- Nest and the drivers load only for `serve` */
   const { loadConfig } = require('#config') as typeof import('#config');
-  const { buildRoostApp, collectBootGarbage, DRAIN_HOLD_OPEN_MS, ensureAdminToken } =
-    require('#roost') as typeof import('#roost');
+  const { buildRoostApp, DRAIN_HOLD_OPEN_MS, ensureAdminToken } = require('#roost') as typeof import('#roost');
   const env = { ...process.env };
   if (options.port) env.PORT = options.port;
   if (options.host) env.ROOST_HOST = options.host;
@@ -50,7 +49,6 @@ export async function serve(session: Session, options: ServeOptions): Promise<vo
   };
   process.on('SIGTERM', drain);
   process.on('SIGINT', drain);
-  collectBootGarbage();
   await roost.app.listen({ port: config.port, host: config.host });
   const address = roost.app.getHttpServer().address() as { port: number } | null;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${address?.port ?? config.port}`;
