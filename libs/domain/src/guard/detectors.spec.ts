@@ -41,7 +41,7 @@ describe('anchors', () => {
     expect(scan('nothing here').size).toBe(0);
   });
 
-  it('finds exactly the anchors in the lower-cased text: every one a case-insensitive search finds, and no other', () => {
+  it('finds exactly the anchors a case-insensitive search finds, overlapping or not', () => {
     const anchors = [
       ...new Set([...SECRET_ANCHORS, ...DESTRUCTIVE_ANCHORS, ...PRODUCTION_ANCHORS, ...CREDENTIAL_REQUEST_ANCHORS]),
     ];
@@ -59,11 +59,8 @@ describe('anchors', () => {
     const escape = (literal: string) => literal.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
     for (let round = 0; round < 2_000; round++) {
       const text = Array.from({ length: 1 + next(12) }, () => pieces[next(pieces.length)]).join('');
-      const found = scan(text);
-      const lower = text.toLowerCase();
-      expect([...found].sort()).toEqual(anchors.filter((anchor) => lower.includes(anchor)).sort());
-      for (const anchor of anchors)
-        if (new RegExp(escape(anchor), 'i').test(text)) expect(found.has(anchor)).toBe(true);
+      const expected = anchors.filter((anchor) => new RegExp(escape(anchor), 'i').test(text));
+      expect([...scan(text)].sort()).toEqual(expected.sort());
     }
     expect(() => anchorScanner(['Key'])).toThrow('anchors are lower case');
   });

@@ -60,27 +60,20 @@ function trieSource(words: readonly string[]): string {
  * Compiles one case-insensitive pass that reports which of `anchors` occur in a text. It tries
  * every position (after a match it resumes one character later, so overlapping anchors are all
  * seen); at one position only the longest anchor matches, so the shorter anchors it starts with are
- * added with it.
- *
- * The pass runs a case-sensitive pattern over the lower-cased text, a fifth cheaper than the same
- * pattern with the `i` flag (V8 tries both cases of every character). It finds every anchor the
- * `i` pattern finds: the anchors are lower case, and the only characters `i` folds onto a lower-case
- * ASCII letter are that letter and its capital, which `toLowerCase` folds the same way. It may find
- * more (the Kelvin sign lower-cases to `k`); an anchor only lets a rule run its own pattern, so a
- * surplus costs time, never a finding.
+ * added with it. Resuming by hand instead of wrapping the pattern in a lookahead costs a fifth less
+ * (`scanContent` on the accept bench's text: 9.1 → 7.7 µs).
  */
 export function anchorScanner(anchors: Iterable<string>): (text: string) => Anchors {
   const unique = [...new Set(anchors)];
   if (unique.some((anchor) => anchor !== anchor.toLowerCase())) throw new Error('anchors are lower case');
   const prefixes = new Map(unique.map((anchor) => [anchor, unique.filter((other) => anchor.startsWith(other))]));
-  const pattern = new RegExp(trieSource(unique), 'g');
+  const pattern = new RegExp(trieSource(unique), 'gi');
   return (text) => {
     const found = new Set<string>();
-    const lower = text.toLowerCase();
     pattern.lastIndex = 0;
     let match: RegExpExecArray | null;
-    while ((match = pattern.exec(lower)) !== null) {
-      const anchor = match[0];
+    while ((match = pattern.exec(text)) !== null) {
+      const anchor = match[0].toLowerCase();
       if (!found.has(anchor)) for (const prefix of prefixes.get(anchor) ?? [anchor]) found.add(prefix);
       pattern.lastIndex = match.index + 1;
     }
