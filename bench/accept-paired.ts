@@ -7,6 +7,7 @@ import {
   createAgent,
   embeddedStore,
   HttpConnection,
+  nodeArgsFromEnv,
   round,
   scratchDatabase,
   startOperatorProcess,
@@ -83,7 +84,7 @@ export async function acceptPairedScenario(): Promise<Record<string, unknown>> {
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 15);
   const rounds = Number(process.env.ROOST_BENCH_ROUNDS ?? 3);
   const mode: PairedMode = process.env.ROOST_BENCH_PAIRED_MODE === 'embedded' ? 'embedded' : 'postgres';
-  const thisNodeArgs = (process.env.ROOST_BENCH_THIS_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
+  const thisNodeArgs = nodeArgsFromEnv('ROOST_BENCH_THIS_NODE_ARGS');
   const perRound: Array<Record<string, number>> = [];
   for (let r = 0; r < rounds; r++) {
     const order = r % 2 === 0 ? (['baseline', 'this'] as const) : (['this', 'baseline'] as const);

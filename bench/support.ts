@@ -65,6 +65,10 @@ export async function processCpuMs(pid: number | undefined): Promise<number> {
   }
 }
 
+/** Node/V8 flags given in an environment variable, separated by spaces. */
+export const nodeArgsFromEnv = (name: string): string[] =>
+  (process.env[name] ?? '').split(' ').filter((arg) => arg !== '');
+
 /**
  * Node flags for an operator process: with `ROOST_BENCH_CPU_PROF=<dir>`, a CPU profile into that
  * folder named after `name`, written when the process exits; the GC probe (gc-probe.ts) unless
@@ -73,7 +77,7 @@ export async function processCpuMs(pid: number | undefined): Promise<number> {
 export function profileArgs(name: string, more: readonly string[] = []): string[] {
   const dir = process.env.ROOST_BENCH_CPU_PROF;
   // ROOST_BENCH_NODE_ARGS: extra Node/V8 flags for the operator processes only (A/B of a flag).
-  const extra = [...(process.env.ROOST_BENCH_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== ''), ...more];
+  const extra = [...nodeArgsFromEnv('ROOST_BENCH_NODE_ARGS'), ...more];
   return [
     ...(dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`] : []),
     ...(process.env.ROOST_BENCH_GC_PROBE === '0' ? [] : ['--require', join(__dirname, 'gc-probe.js')]),

@@ -42,6 +42,18 @@ function harness(env: Record<string, string> = {}) {
       return listener;
     },
 
+    /**
+     * Sends one envelope from `sender` to `to` and waits for its notify on `socket`: the socket is
+     * live. The upgrade resolves before the gateway has read where a socket without a cursor starts,
+     * and an envelope committed before that read is not the socket's, so a test that loses a publish
+     * waits for this first (else the lost frame may be one the socket was never to get).
+     */
+    async firstNotify(socket: Listener, sender: string, to: string): Promise<{ id: string; created_at: number }> {
+      const first = await h.send(sender, envelope(to));
+      await socket.until(() => socket.ids.includes(first.id), 5_000, 'a first notify');
+      return first;
+    },
+
     /** POST /messages, expecting 202; returns the 202 body. */
     async send(token: string, body: Record<string, unknown>): Promise<{ id: string; created_at: number }> {
       const reply = await h.op.client.post('/messages', body, token);
@@ -397,11 +409,7 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
     it('#72 monitor facts stay behind their own notify frame while a gap backfill is in flight', async () => {
       const alice = await h.op.agent('@p72g.alice');
       const socket = await h.open(alice);
-      // The upgrade resolves before the gateway has read where the socket starts: an envelope
-      // committed before that read, whose frame is then lost, would never be this socket's (no
-      // cursor) and nothing would show the gap. A first notify says the socket is live.
-      const first = await h.send(alice, envelope('@p72g.alice'));
-      await socket.until(() => socket.ids.includes(first.id), 5_000, 'a first notify');
+      const first = await h.firstNotify(socket, alice, '@p72g.alice');
       const publish = jest.spyOn(h.op.app.get(FrameBus), 'publish').mockImplementationOnce(async () => undefined);
       try {
         const lost = await h.send(alice, envelope('@p72g.alice'));
@@ -610,8 +618,7 @@ describe(`push transport over the ${busName} (ASMTP.md §6, §10 #63–73)`, () 
       const alice = await h.op.agent('@pgap.alice');
       const bob = await h.op.agent('@pgap.bob');
       const socket = await h.open(bob);
-      const first = await h.send(alice, envelope('@pgap.bob'));
-      await socket.until(() => socket.ids.includes(first.id), 5_000, 'the first notify');
+      const first = await h.firstNotify(socket, alice, '@pgap.bob');
 
       const gaps = await h.metric('roost_ws_backfills_total', { cause: 'gap' });
       const bus = h.op.app.get(FrameBus);
@@ -725,10 +732,7 @@ describe(`gateway timers over the ${busName}: pings, the sweep, drain`, () => {
     const alice = await h.op.agent('@psweep.alice');
     const bob = await h.op.agent('@psweep.bob');
     const socket = await h.open(bob);
-    // A first notify says the socket is live (see the #72 gap test): an envelope committed before
-    // the gateway read where the socket starts would not be this socket's.
-    const first = await h.send(alice, envelope('@psweep.bob'));
-    await socket.until(() => socket.ids.includes(first.id), 5_000, 'a first notify');
+    const first = await h.firstNotify(socket, alice, '@psweep.bob');
     const sweeps = await h.metric('roost_ws_backfills_total', { cause: 'sweep' });
     const publish = jest.spyOn(h.op.app.get(FrameBus), 'publish').mockImplementationOnce(async () => undefined);
     let lost: { id: string };

@@ -3,7 +3,7 @@ import { CREDENTIAL_REQUEST_ANCHORS, detectCredentialRequest } from './credentia
 import { DESTRUCTIVE_ANCHORS, detectDestructive } from './destructive';
 import { GUARD_DETAILS, scanContent } from './guard';
 import { detectProduction, PRODUCTION_ANCHORS } from './production';
-import { anchorScanner, type Anchors } from './rules';
+import { anchorScanner, escapeRegExp, type Anchors } from './rules';
 import { detectSecret, SECRET_ANCHORS } from './secret';
 
 const findingsOf = (text: string) =>
@@ -56,10 +56,9 @@ describe('anchors', () => {
       seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
       return (seed >>> 16) % n;
     };
-    const escape = (literal: string) => literal.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
     for (let round = 0; round < 2_000; round++) {
       const text = Array.from({ length: 1 + next(12) }, () => pieces[next(pieces.length)]).join('');
-      const expected = anchors.filter((anchor) => new RegExp(escape(anchor), 'i').test(text));
+      const expected = anchors.filter((anchor) => new RegExp(escapeRegExp(anchor), 'i').test(text));
       expect([...scan(text)].sort()).toEqual(expected.sort());
     }
     expect(() => anchorScanner(['Key'])).toThrow('anchors are lower case');

@@ -29,7 +29,8 @@ export interface Rule {
 /** The anchors found in one text. */
 export type Anchors = ReadonlySet<string>;
 
-const escapeRegExp = (literal: string): string => literal.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+/** `literal` as a regex source that matches exactly it. */
+export const escapeRegExp = (literal: string): string => literal.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
 
 /** A regex source matching exactly `words`, factored as a trie ("drop(?:database)?"), longest first. */
 function trieSource(words: readonly string[]): string {
