@@ -95,6 +95,24 @@ const VARIANTS: Variant[] = [
   { name: 'migrated_gin_fastupdate_off', ddl: ['ALTER INDEX envelopes_search SET (fastupdate = off)'] },
   { name: 'migrated_no_sender_feed', ddl: ['DROP INDEX envelopes_sender_feed'] },
   {
+    // Back to pglz, as before migration 0011.
+    name: 'migrated_pglz',
+    ddl: [
+      'ALTER TABLE envelopes ALTER COLUMN body SET COMPRESSION pglz',
+      'ALTER TABLE envelopes ALTER COLUMN header SET COMPRESSION pglz',
+      'ALTER TABLE envelopes ALTER COLUMN search SET COMPRESSION pglz',
+    ],
+  },
+  { name: 'migrated_no_sender_fk', ddl: ['ALTER TABLE envelopes DROP CONSTRAINT envelopes_sender_id_fkey'] },
+  { name: 'migrated_no_receipt_fk', ddl: ['ALTER TABLE envelopes DROP CONSTRAINT envelopes_receipt_for_fkey'] },
+  {
+    name: 'migrated_no_envelope_fks',
+    ddl: [
+      'ALTER TABLE envelopes DROP CONSTRAINT envelopes_sender_id_fkey',
+      'ALTER TABLE envelopes DROP CONSTRAINT envelopes_receipt_for_fkey',
+    ],
+  },
+  {
     name: 'migrated_entries_pk_only',
     ddl: [
       'DROP INDEX mailbox_entries_feed',
