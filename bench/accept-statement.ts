@@ -60,6 +60,30 @@ function check0007(): string {
   if (!statement) throw new Error('0007_entries_without_row_fks: roost_entries_check_parents not found');
   return statement.replace('CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION').replace(/;$/, '');
 }
+/** 0008's parent check with its locks changed: none at all, or only on rows this transaction did not write. */
+function check0008({ lock }: { lock: 'none' | 'others' }): string {
+  const held = (table: string, key: string, ids: string) =>
+    lock === 'none'
+      ? `(SELECT count(*) FROM ${table} WHERE ${key} = ANY (${ids}))`
+      : `((SELECT count(*) FROM ${table} WHERE ${key} = ANY (${ids}) AND xmin = pg_current_xact_id()::xid) + ` +
+        `(SELECT count(*) FROM (SELECT FROM ${table} WHERE ${key} = ANY (${ids}) AND xmin <> pg_current_xact_id()::xid FOR KEY SHARE) AS held))`;
+  return `CREATE OR REPLACE FUNCTION roost_entries_check_parents() RETURNS trigger
+LANGUAGE plpgsql SET enable_seqscan = off AS $f$
+DECLARE
+  mailbox_ids bigint[] := ARRAY(SELECT DISTINCT mailbox_id FROM roost_added);
+  envelope_ids text[] := ARRAY(SELECT DISTINCT envelope_id FROM roost_added);
+BEGIN
+  IF ${held('mailboxes', 'agent_id', 'mailbox_ids')} <> cardinality(mailbox_ids) THEN
+    RAISE EXCEPTION 'mailbox entry without its mailbox' USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  IF ${held('envelopes', 'id', 'envelope_ids')} <> cardinality(envelope_ids) THEN
+    RAISE EXCEPTION 'mailbox entry without its envelope' USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NULL;
+END
+$f$`;
+}
+
 const DROP_FK_MAILBOX = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_mailbox_id_fkey';
 const DROP_FK_ENVELOPE = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_envelope_id_fkey';
 
@@ -103,6 +127,8 @@ const VARIANTS: Variant[] = [
       'ALTER TABLE envelopes ALTER COLUMN search SET COMPRESSION pglz',
     ],
   },
+  { name: 'migrated_check_no_locks', ddl: [() => check0008({ lock: 'none' })] },
+  { name: 'migrated_check_own_rows_unlocked', ddl: [() => check0008({ lock: 'others' })] },
   { name: 'migrated_no_sender_fk', ddl: ['ALTER TABLE envelopes DROP CONSTRAINT envelopes_sender_id_fkey'] },
   { name: 'migrated_no_receipt_fk', ddl: ['ALTER TABLE envelopes DROP CONSTRAINT envelopes_receipt_for_fkey'] },
   {
