@@ -60,4 +60,24 @@ describe('jsonSize', () => {
       expect([jsonSize(v, 'chars'), jsonSize(v, 'bytes')]).toEqual(measure(v));
     }
   });
+
+  test('random texts of escapes, controls, pairs and lone surrogates: both ways of measuring agree with JSON.stringify', () => {
+    let seed = 11;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    // Each piece weighs differently in JSON: as is, a two- or six-character escape, 2-3 UTF-8 bytes, a pair.
+    const pieces = ['a', ' ', '"', '\\', '\n', '\r', '\t', '\b', '\f', '\u0000', '\u001f', '\u007f', 'é', '中', '🦜'];
+    const lone = ['\ud83e', '\udd9c'];
+    let lonely = 0;
+    for (let i = 0; i < 5_000; i++) {
+      const withLone = i % 2 === 1;
+      let text = '';
+      for (let n = Math.floor(next() * 64); n > 0; n--) {
+        const from = withLone && next() < 0.1 ? lone : pieces;
+        text += from[Math.floor(next() * from.length)];
+      }
+      if (/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(text)) lonely++;
+      expect([jsonSize(text, 'chars'), jsonSize(text, 'bytes')]).toEqual(measure(text));
+    }
+    expect(lonely).toBeGreaterThan(1_000); // both paths taken many times
+  });
 });
