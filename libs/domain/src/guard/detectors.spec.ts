@@ -62,6 +62,8 @@ describe('anchors', () => {
       expect([...scan(text)].sort()).toEqual(expected.sort());
     }
     expect(() => anchorScanner(['Key'])).toThrow('anchors are lower case');
+    expect(() => anchorScanner(['clé'])).toThrow('anchors are ASCII');
+    expect(() => anchorScanner([''])).toThrow('never empty');
   });
 
   it('gating rules by anchor never changes a detector result on the corpus', () => {
