@@ -16,7 +16,7 @@
 export interface Rule {
   /** Short human description. A constant: never built from the matched text. */
   readonly detail: string;
-  /** Lower-case literals; every match of `pattern` contains at least one (case-insensitively). */
+  /** Lower-case ASCII literals; every match of `pattern` contains at least one (case-insensitively). */
   readonly anchors: readonly string[];
   /** Must carry the `g` flag (we iterate with `exec` and reset `lastIndex`). */
   readonly pattern: RegExp;
