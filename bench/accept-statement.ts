@@ -50,42 +50,57 @@ const SCHEMA_0006 = [
   'ALTER TABLE mailbox_entries ADD CONSTRAINT mailbox_entries_mailbox_id_fkey FOREIGN KEY (mailbox_id) REFERENCES mailboxes (agent_id) ON DELETE CASCADE',
   'ALTER TABLE mailbox_entries ADD CONSTRAINT mailbox_entries_envelope_id_fkey FOREIGN KEY (envelope_id) REFERENCES envelopes (id) ON DELETE CASCADE',
 ];
+/** A migration's SQL, read from the migrations folder. */
+function migrationSql(version: string): string {
+  const migration = loadMigrations().find((m) => m.version === version);
+  if (!migration) throw new Error(`migration ${version} not found`);
+  return migration.sql;
+}
+
+/** The `roost_entries_check_parents()` a migration creates, as a `CREATE OR REPLACE` statement. */
+function parentCheckOf(version: string): string {
+  const statement = /CREATE (?:OR REPLACE )?FUNCTION roost_entries_check_parents\(\)[\s\S]*?\$\$;/.exec(
+    migrationSql(version),
+  )?.[0];
+  if (!statement) throw new Error(`${version}: roost_entries_check_parents not found`);
+  return statement.replace(/^CREATE FUNCTION/, 'CREATE OR REPLACE FUNCTION').replace(/;$/, '');
+}
+
 /**
  * Back to migration 0007's parent check (no lock on the parents, plans that may scan; replaced by
- * 0008): its `CREATE FUNCTION` statement, read from the migration itself.
+ * 0008), read from the migration itself.
  */
-function check0007(): string {
-  const sql = loadMigrations().find((m) => m.version === '0007_entries_without_row_fks')?.sql ?? '';
-  const statement = /CREATE FUNCTION roost_entries_check_parents\(\)[\s\S]*?\$\$;/.exec(sql)?.[0];
-  if (!statement) throw new Error('0007_entries_without_row_fks: roost_entries_check_parents not found');
-  return statement.replace('CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION').replace(/;$/, '');
+const check0007 = (): string => parentCheckOf('0007_entries_without_row_fks');
+
+/** One parent count of 0008's check: `(SELECT count(*) FROM (SELECT FROM t WHERE k = ANY (ids) FOR KEY SHARE) AS held)`. */
+const LOCKED_COUNT =
+  /\(SELECT count\(\*\) FROM \(SELECT FROM (\w+) WHERE (\w+) = ANY \((\w+)\) FOR KEY SHARE\) AS held\)/g;
+
+/**
+ * The current parent check (0008's function) with its locks changed: none at all, or only on rows
+ * this transaction did not write (its own counted by `xmin`). Run `genericPlans` after it.
+ */
+function check0008(lock: 'none' | 'others'): string {
+  const locked = parentCheckOf('0008_entries_parent_check_locks');
+  const counts = locked.match(LOCKED_COUNT)?.length ?? 0;
+  if (counts !== 2) throw new Error(`0008: expected 2 locked parent counts, found ${counts}`);
+  return locked.replace(LOCKED_COUNT, (_all, table: string, key: string, ids: string) => {
+    const own = 'xmin = pg_current_xact_id()::xid';
+    if (lock === 'none') return `(SELECT count(*) FROM ${table} WHERE ${key} = ANY (${ids}))`;
+    return (
+      `((SELECT count(*) FROM ${table} WHERE ${key} = ANY (${ids}) AND ${own}) + ` +
+      `(SELECT count(*) FROM (SELECT FROM ${table} WHERE ${key} = ANY (${ids}) AND NOT ${own} FOR KEY SHARE) AS held))`
+    );
+  });
 }
-/** 0008's parent check with its locks changed: none at all, or only on rows this transaction did not write. */
-function check0008({ lock }: { lock: 'none' | 'others' }): string {
-  const held = (table: string, key: string, ids: string) =>
-    lock === 'none'
-      ? `(SELECT count(*) FROM ${table} WHERE ${key} = ANY (${ids}))`
-      : `((SELECT count(*) FROM ${table} WHERE ${key} = ANY (${ids}) AND xmin = pg_current_xact_id()::xid) + ` +
-        `(SELECT count(*) FROM (SELECT FROM ${table} WHERE ${key} = ANY (${ids}) AND xmin <> pg_current_xact_id()::xid FOR KEY SHARE) AS held))`;
-  return `CREATE OR REPLACE FUNCTION roost_entries_check_parents() RETURNS trigger
-LANGUAGE plpgsql SET enable_seqscan = off AS $f$
-DECLARE
-  mailbox_ids bigint[] := ARRAY(SELECT DISTINCT mailbox_id FROM roost_added);
-  envelope_ids text[] := ARRAY(SELECT DISTINCT envelope_id FROM roost_added);
-BEGIN
-  IF ${held('mailboxes', 'agent_id', 'mailbox_ids')} <> cardinality(mailbox_ids) THEN
-    RAISE EXCEPTION 'mailbox entry without its mailbox' USING ERRCODE = 'foreign_key_violation';
-  END IF;
-  IF ${held('envelopes', 'id', 'envelope_ids')} <> cardinality(envelope_ids) THEN
-    RAISE EXCEPTION 'mailbox entry without its envelope' USING ERRCODE = 'foreign_key_violation';
-  END IF;
-  RETURN NULL;
-END
-$f$`;
-}
+
+/** Migration 0010 again: replacing the check's function drops its `plan_cache_mode` setting. */
+const genericPlans = (): string => migrationSql('0010_parent_check_generic_plans');
 
 const DROP_FK_MAILBOX = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_mailbox_id_fkey';
 const DROP_FK_ENVELOPE = 'ALTER TABLE mailbox_entries DROP CONSTRAINT mailbox_entries_envelope_id_fkey';
+const DROP_FK_SENDER = 'ALTER TABLE envelopes DROP CONSTRAINT envelopes_sender_id_fkey';
+const DROP_FK_RECEIPT = 'ALTER TABLE envelopes DROP CONSTRAINT envelopes_receipt_for_fkey';
 
 /** `as_0006` and what each of its parts costs (`0006_no_…`: that part removed), then the current schema. */
 const VARIANTS: Variant[] = [
@@ -122,22 +137,15 @@ const VARIANTS: Variant[] = [
     // Back to pglz, as before migration 0011.
     name: 'migrated_pglz',
     ddl: [
-      'ALTER TABLE envelopes ALTER COLUMN body SET COMPRESSION pglz',
-      'ALTER TABLE envelopes ALTER COLUMN header SET COMPRESSION pglz',
-      'ALTER TABLE envelopes ALTER COLUMN search SET COMPRESSION pglz',
+      'ALTER TABLE envelopes ALTER COLUMN body SET COMPRESSION pglz, ALTER COLUMN header SET COMPRESSION pglz, ' +
+        'ALTER COLUMN search SET COMPRESSION pglz',
     ],
   },
-  { name: 'migrated_check_no_locks', ddl: [() => check0008({ lock: 'none' })] },
-  { name: 'migrated_check_own_rows_unlocked', ddl: [() => check0008({ lock: 'others' })] },
-  { name: 'migrated_no_sender_fk', ddl: ['ALTER TABLE envelopes DROP CONSTRAINT envelopes_sender_id_fkey'] },
-  { name: 'migrated_no_receipt_fk', ddl: ['ALTER TABLE envelopes DROP CONSTRAINT envelopes_receipt_for_fkey'] },
-  {
-    name: 'migrated_no_envelope_fks',
-    ddl: [
-      'ALTER TABLE envelopes DROP CONSTRAINT envelopes_sender_id_fkey',
-      'ALTER TABLE envelopes DROP CONSTRAINT envelopes_receipt_for_fkey',
-    ],
-  },
+  { name: 'migrated_check_no_locks', ddl: [() => check0008('none'), genericPlans] },
+  { name: 'migrated_check_own_rows_unlocked', ddl: [() => check0008('others'), genericPlans] },
+  { name: 'migrated_no_sender_fk', ddl: [DROP_FK_SENDER] },
+  { name: 'migrated_no_receipt_fk', ddl: [DROP_FK_RECEIPT] },
+  { name: 'migrated_no_envelope_fks', ddl: [DROP_FK_SENDER, DROP_FK_RECEIPT] },
   {
     name: 'migrated_entries_pk_only',
     ddl: [

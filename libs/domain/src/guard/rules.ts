@@ -49,10 +49,48 @@ export function anchorScanner(anchors: Iterable<string>): (text: string) => Anch
   if (unique.some((anchor) => anchor !== anchor.toLowerCase())) throw new Error('anchors are lower case');
   const ascii = (anchor: string) => [...anchor].every((ch) => ch.charCodeAt(0) < ASCII);
   if (unique.some((anchor) => anchor.length === 0 || !ascii(anchor))) throw new Error('anchors are ASCII, never empty');
+  // Built on the first scan: a detector's own scanner serves only direct calls (the guard passes
+  // the anchors it found), so most processes never need it.
+  let automaton: Automaton | undefined;
+  // A state's anchors are reported once per text: `reported[state] === scans` once they have been.
+  let scans = 0;
+  return (text) => {
+    const { step, found, reported } = (automaton ??= automatonOf(unique));
+    const present = new Set<string>();
+    const scan = ++scans;
+    const length = text.length;
+    let state = 0;
+    for (let i = 0; i < length; i++) {
+      let c = text.charCodeAt(i);
+      if (c >= ASCII) {
+        state = 0;
+        continue;
+      }
+      if (c >= 0x41 && c <= 0x5a) c += 0x20; // A-Z
+      state = step[(state << 7) | c];
+      if (found[state].length > 0 && reported[state] !== scan) {
+        reported[state] = scan;
+        for (const anchor of found[state]) present.add(anchor);
+      }
+    }
+    return present;
+  };
+}
+
+interface Automaton {
+  /** The next state per (state, character): `step[state << 7 | character]`. */
+  step: Uint16Array;
+  /** The anchors that end at each state, its own and those of the suffixes it has read. */
+  found: string[][];
+  /** Per state, the scan that last reported it (a count that never wraps in practice). */
+  reported: Float64Array;
+}
+
+function automatonOf(anchors: readonly string[]): Automaton {
   // The trie: children per state (-1: none) and the anchors ending at each state.
   const children: Int32Array[] = [new Int32Array(ASCII).fill(-1)];
   const ending: string[][] = [[]];
-  for (const anchor of unique) {
+  for (const anchor of anchors) {
     let state = 0;
     for (let i = 0; i < anchor.length; i++) {
       const c = anchor.charCodeAt(i);
@@ -65,8 +103,7 @@ export function anchorScanner(anchors: Iterable<string>): (text: string) => Anch
     }
     ending[state].push(anchor);
   }
-  // The next state per (state, character): 2 bytes each, the guard's 89 anchors make 407 states,
-  // a 102 KB table.
+  // 2 bytes per entry: the guard's 89 anchors make 407 states, a 102 KB table.
   if (children.length > 0xffff) throw new Error('too many anchor prefixes for one scanner');
   const step = new Uint16Array(children.length * ASCII);
   const failure = new Int32Array(children.length);
@@ -88,32 +125,7 @@ export function anchorScanner(anchors: Iterable<string>): (text: string) => Anch
       }
     }
   }
-  // A state with anchors is reported once per text: `reported[state] === scans` once it has been.
-  const reports = new Uint8Array(found.map((anchors) => (anchors.length > 0 ? 1 : 0)));
-  const reported = new Uint32Array(found.length);
-  let scans = 0;
-  return (text) => {
-    const present = new Set<string>();
-    scans = scans === 0xffffffff ? 1 : scans + 1;
-    if (scans === 1) reported.fill(0);
-    const scan = scans;
-    const length = text.length;
-    let state = 0;
-    for (let i = 0; i < length; i++) {
-      let c = text.charCodeAt(i);
-      if (c >= ASCII) {
-        state = 0;
-        continue;
-      }
-      if (c >= 0x41 && c <= 0x5a) c += 0x20; // A-Z
-      state = step[(state << 7) | c];
-      if (reports[state] === 1 && reported[state] !== scan) {
-        reported[state] = scan;
-        for (const anchor of found[state]) present.add(anchor);
-      }
-    }
-    return present;
-  };
+  return { step, found, reported: new Float64Array(children.length) };
 }
 
 /** The anchors of a rule table, for building a scanner. */
