@@ -38,7 +38,7 @@ export const TEXT_KIND = process.env.ROOST_BENCH_TEXT === 'prose' ? 'prose' : 'x
 /** The text part of every accept bench envelope: ~1 KB; `ROOST_BENCH_TEXT=prose` for PROSE. */
 export const TEXT = TEXT_KIND === 'prose' ? PROSE : 'x'.repeat(900) + ' the quick brown fox jumps over the lazy dog';
 /** The body the ceilings store for each envelope: TEXT as the content parts' JSON. */
-const TEXT_BODY = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
+export const TEXT_BODY = JSON.stringify({ content_parts: [{ type: 'text', text: TEXT }] });
 
 /** The envelope every accept bench sender posts (a new id each), to one recipient. */
 export const acceptEnvelope = (to: string, subject: string): string =>

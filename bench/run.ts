@@ -1,4 +1,5 @@
 import { acceptEmbeddedDbScenario, acceptScenario } from './accept';
+import { acceptFloorScenario } from './accept-floor';
 import { acceptPairedScenario } from './accept-paired';
 import { acceptStatementScenario } from './accept-statement';
 import { catchupScenario } from './catchup';
@@ -22,6 +23,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
   'accept-embedded-http': () =>
     acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
+  'accept-floor': () => acceptFloorScenario(),
   'accept-paired': () => acceptPairedScenario(),
   'accept-statement': () => acceptStatementScenario(),
   'accept-embedded-db': () => acceptEmbeddedDbScenario(),
