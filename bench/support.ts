@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createDatabase, type ScratchDatabase } from './database';
 import type { GcCounters } from './gc-probe';
+import { freePort } from './free-port';
 
 /** Shared pieces of the bench scenarios: a scratch database, an operator process, a load loop. */
 
@@ -32,16 +33,7 @@ export function embeddedStore(): { env: Record<string, string>; drop: () => void
   };
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 export interface OperatorProcess {
   url: string;

@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
@@ -8,6 +7,7 @@ import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
 import { testRedisUrl } from '../support/services';
 import { connect, type Listener } from '../support/ws';
+import { freePort } from '../../bench/free-port';
 
 /**
  * E2E helpers: real `node dist/apps/roost/src/main.js` processes on loopback (built by `npm run
@@ -33,18 +33,7 @@ function track(child: ChildProcess): Promise<void> {
   );
 }
 
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort };
 
 /** Keeps the last lines a child wrote, for failure messages. */
 function tail(lines: string[], max = 60): (chunk: Buffer) => void {

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
 import { testRedisUrl } from './services';
+import { freePort } from '../../bench/free-port';
 
 /**
  * Child processes for the e2e tier: spawn a built entry point with an explicit environment, wait
@@ -19,18 +19,7 @@ process.once('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-/** A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.unref();
-    server.on('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
-}
+export { freePort };
 
 export interface ProcessOptions {
   /** Shown in errors. */
