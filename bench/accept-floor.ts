@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { availableParallelism, loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -10,44 +9,14 @@ import {
   gcFields,
   HttpConnection,
   loadLoop,
-  profileArgs,
   round,
   scratchDatabase,
+  startOperatorProcess,
   summary,
 } from './support';
 
 /** Seconds of load before each counted run (a fresh process's JIT and the connections warm up). */
 const WARMUP_SECONDS = 3;
-
-/** A running `floor-server.js`: its URL and pid, and how to stop it. */
-async function spawnFloorServer(databaseUrl: string | undefined) {
-  // The operator's flags (a CPU profile with ROOST_BENCH_CPU_PROF, the GC probe): like for like.
-  const name = `floor-${databaseUrl ? 'pg' : 'http'}`;
-  const child = spawn(process.execPath, [...profileArgs(name), join(__dirname, 'floor-server.js')], {
-    env: { ...process.env, PORT: '0', FLOOR_DATABASE_URL: databaseUrl ?? '' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const port = await new Promise<number>((resolve, reject) => {
-    let out = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening (\d+)/.exec(out);
-      if (match) resolve(Number(match[1]));
-    });
-    child.once('exit', (code) => reject(new Error(`floor server exited with ${code}`)));
-    setTimeout(() => reject(new Error('floor server did not start in time')), 30_000).unref();
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    pid: child.pid ?? 0,
-    stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null || child.signalCode !== null) return resolve();
-        child.once('exit', () => resolve());
-        child.kill('SIGTERM');
-      }),
-  };
-}
 
 /**
  * One floor run: 32 light keep-alive senders post the accept bench's envelope to a floor server for
@@ -55,23 +24,30 @@ async function spawnFloorServer(databaseUrl: string | undefined) {
  * (whole process and its main thread), this bench (the senders), and with a database its backends.
  */
 async function floorRun(databaseUrl: string | undefined, seconds: number) {
-  const server = await spawnFloorServer(databaseUrl);
+  // Started like an operator, with its flags (a CPU profile with ROOST_BENCH_CPU_PROF, the GC probe).
+  const server = await startOperatorProcess(
+    { FLOOR_DATABASE_URL: databaseUrl ?? '' },
+    join(__dirname, 'floor-server.js'),
+    [],
+    `floor-${databaseUrl ? 'pg' : 'http'}`,
+  );
+  const pid = server.child.pid ?? 0;
   const connections = Array.from({ length: SENDERS }, () => new HttpConnection(server.url));
   try {
     const body = () => acceptEnvelope('@bench.inbox', `bench ${randomBytes(3).toString('hex')}`);
     const send = async (w: number) =>
       (await connections[w].request('POST', '/messages', 'floor', body())).status === 202;
     await loadLoop(SENDERS, WARMUP_SECONDS * 1000, send);
-    const gcBefore = await gcCounters(server.pid);
-    const serverBefore = processCounters(server.pid);
+    const gcBefore = await gcCounters(pid);
+    const serverBefore = processCounters(pid);
     const backendsBefore = databaseUrl ? await serverCpu(databaseUrl) : undefined;
     const machineBefore = machineCpu();
     const benchBefore = process.cpuUsage();
     const result = await loadLoop(SENDERS, seconds * 1000, send);
     const bench = process.cpuUsage(benchBefore);
     const machineAfter = machineCpu();
-    const serverAfter = processCounters(server.pid);
-    const gcAfter = await gcCounters(server.pid);
+    const serverAfter = processCounters(pid);
+    const gcAfter = await gcCounters(pid);
     const backends =
       databaseUrl && backendsBefore ? serverCpuBetween(backendsBefore, await serverCpu(databaseUrl)) : undefined;
     const figures = summary(result);

@@ -14,8 +14,9 @@ import pg from 'pg';
  * as the server has it), up to `FLOOR_BATCHES` statements in flight at once. Without it, it answers
  * at once (HTTP alone).
  *
- * `bench/accept-floor.ts` runs it as `node dist/bench/floor-server.js` (its own process, measured apart); it prints
- * `listening <port>` once it accepts connections.
+ * Any other method answers 200 at once: what the bench's start-up probe (`GET /healthz`) asks.
+ * `bench/accept-floor.ts` runs it as `node dist/bench/floor-server.js` on `PORT` (its own process,
+ * measured apart), started like an operator (`startOperatorProcess`).
  */
 
 const INSERT = `WITH e AS (
@@ -88,6 +89,10 @@ export async function startFloorServer(options: FloorServerOptions = {}): Promis
   }
 
   const server = createServer({ keepAlive: true }, (request, response) => {
+    if (request.method !== 'POST') {
+      request.resume();
+      return answer(response, 200, '{"status":"ok"}');
+    }
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
@@ -133,8 +138,5 @@ if (require.main === module) {
     databaseUrl: process.env.FLOOR_DATABASE_URL || undefined,
     maxInFlight: Number(process.env.FLOOR_BATCHES ?? 4),
     port: Number(process.env.PORT ?? 0),
-  }).then((floor) => {
-    process.stdout.write(`listening ${floor.port}\n`);
-    process.once('SIGTERM', () => void floor.close().finally(() => process.exit(0)));
-  });
+  }).then((floor) => process.once('SIGTERM', () => void floor.close().finally(() => process.exit(0))));
 }

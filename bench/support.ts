@@ -173,17 +173,19 @@ export function stallFields(
 
 /**
  * `node dist/apps/roost/src/main.js` with the given env, once /healthz answers; `main` runs another
- * build's entry point instead (`accept-paired`'s baseline); `nodeArgs` are Node/V8 flags for this
- * process only, after ROOST_BENCH_NODE_ARGS.
+ * build's entry point instead (`accept-paired`'s baseline, `accept-floor`'s bare server); `nodeArgs`
+ * are Node/V8 flags for this process only, after ROOST_BENCH_NODE_ARGS; `name` starts its CPU
+ * profile's file name.
  */
 export async function startOperatorProcess(
   env: Record<string, string>,
   main = join(__dirname, '..', 'apps', 'roost', 'src', 'main.js'),
   nodeArgs: readonly string[] = [],
+  name = 'operator',
 ): Promise<OperatorProcess> {
   const port = await freePort();
   const adminToken = `bench-admin-${randomBytes(8).toString('hex')}`;
-  const child = spawn(process.execPath, [...profileArgs(`operator-${port}`, nodeArgs), main], {
+  const child = spawn(process.execPath, [...profileArgs(`${name}-${port}`, nodeArgs), main], {
     env: {
       ...process.env,
       ROOST_ADMIN_TOKEN: adminToken,

@@ -11,9 +11,10 @@ describe('bench floor server', () => {
   const envelope = (id: string) =>
     JSON.stringify({ id, to: ['@bench.inbox'], content_parts: [{ type: 'text', text: id }] });
 
-  it('without a database answers 202 with the posted id at once, and 400 to a body that is not JSON', async () => {
+  it('without a database answers 202 with the posted id at once, 400 to a body that is not JSON, 200 to a probe', async () => {
     const floor = await startFloorServer();
     try {
+      expect((await fetch(`http://127.0.0.1:${floor.port}/healthz`)).status).toBe(200);
       const reply = await post(floor, envelope('01HZFLOOR0000000000000000A'));
       expect(reply.status).toBe(202);
       expect(JSON.parse(reply.text)).toMatchObject({ id: '01HZFLOOR0000000000000000A' });
