@@ -235,8 +235,7 @@ export class AcceptBatcher {
   private async commit(queued: Pending[], mailboxes: number[], release: () => void): Promise<void> {
     this.metrics.acceptBatchSize.observe(queued.length);
     const started = performance.now();
-    for (const pending of queued)
-      this.metrics.acceptStage.observe({ stage: 'queue' }, (started - pending.submittedAt) / 1000);
+    for (const pending of queued) this.metrics.acceptStages.queue((started - pending.submittedAt) / 1000);
     // The epoch only grows: a job whose kept lookup is older than another's in the batch is stale.
     const epoch = policyEpochOf(queued.map((pending) => pending.job));
     const batch = queued.filter((pending) => {
@@ -252,7 +251,7 @@ export class AcceptBatcher {
         batch.length === queued.length ? mailboxes : mailboxesOf(batch.map((pending) => pending.job)),
       );
       const written = (performance.now() - started) / 1000;
-      for (let i = 0; i < batch.length; i++) this.metrics.acceptStage.observe({ stage: 'write' }, written);
+      for (let i = 0; i < batch.length; i++) this.metrics.acceptStages.write(written);
       if (this.handOverFirst) release();
       batch.forEach((pending, i) => pending.resolve(outcomes[i]));
       return;

@@ -112,7 +112,7 @@ export class AcceptService {
   async acceptPosted(sender: Agent, posted: PostedEnvelope, options: AcceptOptions = {}): Promise<AcceptResult> {
     const prepareStart = performance.now();
     let { job, handles, warnings } = await this.prepare(sender, posted, options);
-    this.metrics.acceptStage.observe({ stage: 'prepare' }, (performance.now() - prepareStart) / 1000);
+    this.metrics.acceptStages.prepare((performance.now() - prepareStart) / 1000);
     const withWarnings = (accepted: Accepted): Accepted => (warnings.length > 0 ? { ...accepted, warnings } : accepted);
     let reloaded = false;
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -134,7 +134,7 @@ export class AcceptService {
         this.metrics.recipientsPerEnvelope.observe(job.recipients.length);
         const publishStart = performance.now();
         this.publish(job, posted, outcome.createdAt, outcome.header, outcome.entries, sender.id);
-        this.metrics.acceptStage.observe({ stage: 'publish' }, (performance.now() - publishStart) / 1000);
+        this.metrics.acceptStages.publish((performance.now() - publishStart) / 1000);
         if (job.receipt) this.metrics.receipts.inc({ status: job.receipt.status });
         return {
           accepted: withWarnings({

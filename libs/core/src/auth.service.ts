@@ -173,7 +173,7 @@ export class AuthService {
         : this.sender(tokenHash, handles, false));
     } finally {
       // A send (`SenderGuard`) names its recipients: its lookup is the auth stage of the accept path.
-      if (handles.length > 0) this.metrics.acceptStage.observe({ stage: 'auth' }, (performance.now() - started) / 1000);
+      if (handles.length > 0) this.metrics.acceptStages.auth((performance.now() - started) / 1000);
     }
   }
 

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { LeanHistogram } from './lean-histogram';
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -18,7 +19,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly httpDuration = new Histogram({
+  readonly httpDuration = new LeanHistogram({
     name: 'roost_http_request_duration_seconds',
     help: 'HTTP request duration by route template and method.',
     labelNames: ['route', 'method'],
@@ -33,27 +34,36 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly recipientsPerEnvelope = new Histogram({
+  readonly recipientsPerEnvelope = new LeanHistogram({
     name: 'roost_envelope_recipients',
     help: 'Recipients per stored envelope.',
     buckets: [1, 2, 5, 10, 25, 50, 100, 500],
     registers: [this.registry],
   });
 
-  readonly acceptBatchSize = new Histogram({
+  readonly acceptBatchSize = new LeanHistogram({
     name: 'roost_accept_batch_envelopes',
     help: 'Envelopes committed per shared accept transaction.',
     buckets: [1, 2, 4, 8, 16, 32, 64, 128, 256],
     registers: [this.registry],
   });
 
-  readonly acceptStage = new Histogram({
+  readonly acceptStage = new LeanHistogram({
     name: 'roost_accept_stage_seconds',
     help: 'Where a send spends its time, by stage: auth (token and recipients lookup), prepare (validate, policy, guard), queue (waiting for a writer or a busy mailbox), write (the accept statement to its commit), publish (frames handed to the bus).',
     labelNames: ['stage'],
     buckets: [0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 1, 5],
     registers: [this.registry],
   });
+
+  /** `acceptStage` bound to each stage: every send observes each of them once. */
+  readonly acceptStages = {
+    auth: this.acceptStage.bind({ stage: 'auth' }),
+    prepare: this.acceptStage.bind({ stage: 'prepare' }),
+    queue: this.acceptStage.bind({ stage: 'queue' }),
+    write: this.acceptStage.bind({ stage: 'write' }),
+    publish: this.acceptStage.bind({ stage: 'publish' }),
+  };
 
   readonly acceptQueueExpired = new Counter({
     name: 'roost_accept_queue_expired_total',
@@ -67,7 +77,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly mailboxListDuration = new Histogram({
+  readonly mailboxListDuration = new LeanHistogram({
     name: 'roost_mailbox_list_duration_seconds',
     help: 'GET /mailbox listing duration by direction.',
     labelNames: ['direction'],
@@ -82,7 +92,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly dbQueryDuration = new Histogram({
+  readonly dbQueryDuration = new LeanHistogram({
     name: 'roost_db_query_duration_seconds',
     help: 'Postgres query duration (every query Kysely runs).',
     buckets: LATENCY_BUCKETS,
@@ -216,14 +226,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly streamReadLag = new Histogram({
+  readonly streamReadLag = new LeanHistogram({
     name: 'roost_stream_read_lag_seconds',
     help: 'Age of frames when a gateway reads them from the Redis stream.',
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   });
 
-  readonly commitToSocket = new Histogram({
+  readonly commitToSocket = new LeanHistogram({
     name: 'roost_commit_to_socket_seconds',
     help: 'Time from accept commit to the header frame written on a socket.',
     buckets: LATENCY_BUCKETS,
@@ -244,7 +254,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly jobDuration = new Histogram({
+  readonly jobDuration = new LeanHistogram({
     name: 'roost_job_duration_seconds',
     help: 'Worker job run duration by job.',
     labelNames: ['name'],
