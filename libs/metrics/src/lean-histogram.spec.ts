@@ -110,11 +110,14 @@ describe('LeanHistogram exports what prom-client Histogram exports', () => {
 
   it('refuses what prom-client refuses, with the same errors, and records nothing', async () => {
     const { prom, lean, promRegistry, leanRegistry } = pair(['stage']);
+    // Refused before a series is made: none is exported for them.
     for (const value of [NaN, Infinity, -Infinity]) {
       expect(() => prom.observe({ stage: 'x' }, value)).toThrow(TypeError);
       expect(() => lean.observe({ stage: 'x' }, value)).toThrow(`Value is not a valid number: ${value}`);
       expect(() => lean.bind({ stage: 'x' })(value)).toThrow(TypeError);
     }
+    await expectSameExport(promRegistry, leanRegistry);
+    expect(await leanRegistry.text.metrics()).not.toContain('stage="x"');
     const unknown = { stage: 'x', colour: 'red' } as { stage: string };
     let promError: unknown;
     try {

@@ -1,7 +1,6 @@
 import { format } from 'node:util';
 import type { Registry } from 'prom-client';
-
-type LabelValues<T extends string> = Partial<Record<T, string | number>>;
+import { checkNames, type LabelValues, SeriesIndex } from './series-index';
 
 interface Series<T extends string> {
   labels: LabelValues<T>;
@@ -29,28 +28,19 @@ export interface LeanHistogramConfiguration<T extends string> {
   registers?: ReadonlyArray<Pick<Registry, 'registerMetric'>>;
 }
 
-/** A label value as the series index keys it: prom-client joins values as strings, so 7 is '7'. */
-const labelValue = (value: string | number | undefined): string | undefined =>
-  typeof value === 'number' ? String(value) : value;
-
-/** Own enumerable keys, counted without building `Object.keys`' array. */
-function countKeys(labels: object): number {
-  let n = 0;
-  for (const key in labels) if (Object.hasOwn(labels, key)) n++;
-  return n;
+/** An observation must be a finite number: refused (prom-client's TypeError) before any series is made. */
+function checkFinite(value: number | undefined): asserts value is number {
+  if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${format(value)}`);
 }
-
-const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 /**
  * A Prometheus histogram for the per-request path, exported exactly as prom-client's `Histogram`
- * (same lines, labels and order, on the same registry) but cheaper to observe. prom-client's
- * `observe` validates and hashes the label object, looks its bucket up by the bound turned into a
- * property key and keeps nothing between calls: 450–650 ns per observation on this machine, and a
- * `POST /messages` made seven (accept stages, request duration, recipients). Here a series is
- * found through one Map per label (`observe`, 75–110 ns with one or two labels), or once for
- * good (`bind`, 40–55 ns).
+ * (the same lines in the same order, on the same registries; a series' labels in label-name
+ * order) but cheaper to observe. prom-client's `observe` validates and hashes the label object,
+ * looks its bucket up by the bound turned into a property key and keeps nothing between calls:
+ * 450–650 ns per observation on this machine, and a `POST /messages` made seven (accept stages,
+ * request duration, recipients). Here a series is found through one Map per label (`observe`,
+ * 75–110 ns with one or two labels), or once for good (`bind`, 40–55 ns).
  *
  * Only what Roost uses of prom-client's API: `observe(labels?, value)`, `bind(labels)`,
  * `startTimer(labels?)`, `reset()`, `get()`. No exemplars, no cluster aggregation beyond `sum`.
@@ -62,47 +52,47 @@ export class LeanHistogram<T extends string = string> {
   readonly help: string;
   readonly labelNames: readonly T[];
   readonly upperBounds: readonly number[];
-  /** Every series, in the order of their first observation (the export's order). */
-  private series: Series<T>[] = [];
-  /** Label value → … → series, one level per label name (see `seriesFor`). */
-  private index = new Map<unknown, unknown>();
-  /** Bumped by `reset`: a bound observer finds its series again after one. */
-  private generation = 0;
+  private readonly series: SeriesIndex<T, Series<T>>;
 
   constructor(config: LeanHistogramConfiguration<T>) {
-    if (!METRIC_NAME.test(config.name)) throw new Error('Invalid metric name');
-    const labelNames = config.labelNames ?? [];
-    for (const label of labelNames) {
-      if (!LABEL_NAME.test(label)) throw new Error('Invalid label name');
-      if (label === 'le') throw new Error('le is a reserved label keyword');
-    }
+    const labelNames = [...(config.labelNames ?? [])];
+    checkNames(config.name, labelNames);
+    if (labelNames.includes('le' as T)) throw new Error('le is a reserved label keyword');
     const buckets = [...config.buckets];
     for (let i = 1; i < buckets.length; i++)
       if (!(buckets[i] > buckets[i - 1])) throw new Error('histogram buckets must be in increasing order');
     this.name = config.name;
     this.help = config.help;
-    this.labelNames = [...labelNames];
+    this.labelNames = labelNames;
     this.upperBounds = Object.freeze(buckets);
-    if (this.labelNames.length === 0) this.seriesFor({});
+    this.series = new SeriesIndex(labelNames, (labels) => ({
+      labels,
+      counts: new Float64Array(buckets.length + 1),
+      sum: 0,
+      count: 0,
+    }));
+    // An unlabelled histogram is exported (all zero) before its first observation.
+    if (labelNames.length === 0) this.series.get({});
     for (const registry of config.registers ?? []) registry.registerMetric(this as never);
   }
 
   /** `observe(value)`, or `observe(labels, value)`. */
   observe(labels: LabelValues<T> | number, value?: number): void {
-    if (typeof labels === 'number') this.record(this.seriesFor({}), labels);
-    else this.record(this.seriesFor(labels ?? {}), value as number);
+    if (typeof labels === 'number') {
+      checkFinite(labels);
+      this.record(this.series.get({}), labels);
+    } else {
+      checkFinite(value);
+      this.record(this.series.get(labels ?? {}), value);
+    }
   }
 
   /** An observer for one label set, found once (and again after a `reset`). */
   bind(labels: LabelValues<T> = {}): (value: number) => void {
-    let generation = this.generation;
-    let series = this.seriesFor(labels);
+    const series = this.series.bind(labels);
     return (value) => {
-      if (generation !== this.generation) {
-        generation = this.generation;
-        series = this.seriesFor(labels);
-      }
-      this.record(series, value);
+      checkFinite(value);
+      this.record(series(), value);
     };
   }
 
@@ -118,45 +108,32 @@ export class LeanHistogram<T extends string = string> {
 
   /** Drops every series, the unlabelled one included (prom-client's `reset` does the same). */
   reset(): void {
-    this.series = [];
-    this.index = new Map();
-    this.generation++;
+    this.series.clear();
   }
 
   /** What prom-client's registry formats: buckets cumulative with `le`, then +Inf, sum, count. */
   getForPromString() {
     const values: ExportedValue<T>[] = [];
     const bucket = `${this.name}_bucket`;
-    for (const series of this.series) {
+    for (const series of this.series.all) {
+      const shared = series.labels;
       let cumulative = 0;
       for (let i = 0; i < this.upperBounds.length; i++) {
         cumulative += series.counts[i];
         values.push({
           labels: { le: this.upperBounds[i] },
-          sharedLabels: series.labels,
+          sharedLabels: shared,
           value: cumulative,
           metricName: bucket,
           exemplar: null,
         });
       }
       values.push(
-        {
-          labels: { le: '+Inf' },
-          sharedLabels: series.labels,
-          value: series.count,
-          metricName: bucket,
-          exemplar: null,
-        },
+        { labels: { le: '+Inf' }, sharedLabels: shared, value: series.count, metricName: bucket, exemplar: null },
+        { labels: {}, sharedLabels: shared, value: series.sum, metricName: `${this.name}_sum`, exemplar: undefined },
         {
           labels: {},
-          sharedLabels: series.labels,
-          value: series.sum,
-          metricName: `${this.name}_sum`,
-          exemplar: undefined,
-        },
-        {
-          labels: {},
-          sharedLabels: series.labels,
+          sharedLabels: shared,
           value: series.count,
           metricName: `${this.name}_count`,
           exemplar: undefined,
@@ -179,47 +156,11 @@ export class LeanHistogram<T extends string = string> {
   }
 
   private record(series: Series<T>, value: number): void {
-    if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${format(value)}`);
     const bounds = this.upperBounds;
     let i = 0;
     while (i < bounds.length && value > bounds[i]) i++;
     series.counts[i]++;
     series.sum += value;
     series.count++;
-  }
-
-  /**
-   * The series of `labels`, made on first use. Found through one Map per label (by value, a number
-   * as its string, a label left out as `undefined`): no key string is built per observation.
-   */
-  private seriesFor(labels: LabelValues<T>): Series<T> {
-    let node: Map<unknown, unknown> = this.index;
-    let named = 0;
-    const last = this.labelNames.length - 1;
-    for (let i = 0; i < last; i++) {
-      const value = labelValue(labels[this.labelNames[i]]);
-      if (value !== undefined) named++;
-      let next = node.get(value) as Map<unknown, unknown> | undefined;
-      if (next === undefined) node.set(value, (next = new Map()));
-      node = next;
-    }
-    const value = last < 0 ? undefined : labelValue(labels[this.labelNames[last]]);
-    if (value !== undefined) named++;
-    if (named !== countKeys(labels)) this.refuseUnknownLabels(labels);
-    let series = node.get(value) as Series<T> | undefined;
-    if (series === undefined) {
-      const own: LabelValues<T> = {};
-      for (const name of this.labelNames) if (labels[name] !== undefined) own[name] = labels[name];
-      series = { labels: own, counts: new Float64Array(this.upperBounds.length + 1), sum: 0, count: 0 };
-      node.set(value, series);
-      this.series.push(series);
-    }
-    return series;
-  }
-
-  private refuseUnknownLabels(labels: LabelValues<T>): void {
-    for (const label of Object.keys(labels))
-      if (!this.labelNames.includes(label as T))
-        throw new Error(`Added label "${label}" is not included in initial labelset: ${format([...this.labelNames])}`);
   }
 }

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
+import { collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+import { LeanCounter } from './lean-counter';
 import { LeanHistogram } from './lean-histogram';
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -12,7 +13,7 @@ const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 export class Metrics {
   readonly registry = new Registry();
 
-  readonly httpRequests = new Counter({
+  readonly httpRequests = new LeanCounter({
     name: 'roost_http_requests_total',
     help: 'HTTP requests by route template, method and status.',
     labelNames: ['route', 'method', 'status'],
@@ -27,7 +28,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly envelopesAccepted = new Counter({
+  readonly envelopesAccepted = new LeanCounter({
     name: 'roost_envelopes_accepted_total',
     help: 'POST /messages outcomes: stored, replay, refused (4xx), failed (5xx).',
     labelNames: ['result'],
@@ -65,13 +66,13 @@ export class Metrics {
     publish: this.acceptStage.bind({ stage: 'publish' }),
   };
 
-  readonly acceptQueueExpired = new Counter({
+  readonly acceptQueueExpired = new LeanCounter({
     name: 'roost_accept_queue_expired_total',
     help: 'Accepts answered 503 because they waited in the accept queue longer than the statement timeout (a mailbox held by a batch stuck on a lock, or every writer busy).',
     registers: [this.registry],
   });
 
-  readonly acceptLockFallbacks = new Counter({
+  readonly acceptLockFallbacks = new LeanCounter({
     name: 'roost_accept_lock_fallbacks_total',
     help: 'Accept batches whose lock-free statement found a mailbox moved on by another writer and took the locking path.',
     registers: [this.registry],
@@ -99,14 +100,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly dbSyncs = new Counter({
+  readonly dbSyncs = new LeanCounter({
     name: 'roost_db_syncs_total',
     help: 'Embedded PGlite: fsyncs of its files to the host disk by kind (wal: at each commit; data, dir: checkpoints, file creation).',
     labelNames: ['kind'],
     registers: [this.registry],
   });
 
-  readonly redisErrors = new Counter({
+  readonly redisErrors = new LeanCounter({
     name: 'roost_redis_errors_total',
     help: 'Failed Redis commands by component.',
     labelNames: ['component'],
@@ -119,34 +120,34 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly framesSent = new Counter({
+  readonly framesSent = new LeanCounter({
     name: 'roost_ws_frames_sent_total',
     help: 'Frames written to sockets by kind (notify, monitor, replay, control).',
     labelNames: ['kind'],
     registers: [this.registry],
   });
 
-  readonly replayedFrames = new Counter({
+  readonly replayedFrames = new LeanCounter({
     name: 'roost_ws_replayed_frames_total',
     help: 'Headers replayed from Postgres on server-side resume.',
     registers: [this.registry],
   });
 
-  readonly backfills = new Counter({
+  readonly backfills = new LeanCounter({
     name: 'roost_ws_backfills_total',
     help: 'Gaps in a mailbox sequence filled from Postgres, by cause (gap, sweep).',
     labelNames: ['cause'],
     registers: [this.registry],
   });
 
-  readonly wsClosed = new Counter({
+  readonly wsClosed = new LeanCounter({
     name: 'roost_ws_closed_total',
     help: 'Sockets closed by the server, by reason (slow_consumer, revoked, ping_timeout, drain, error).',
     labelNames: ['reason'],
     registers: [this.registry],
   });
 
-  readonly slowConsumerCloses = new Counter({
+  readonly slowConsumerCloses = new LeanCounter({
     name: 'roost_ws_slow_consumer_closes_total',
     help: 'Sockets closed 4008 because their send buffer stayed past ROOST_WS_MAX_BUFFERED_BYTES (the client resumes from its cursor).',
     registers: [this.registry],
@@ -187,7 +188,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly wsHandshakes = new Counter({
+  readonly wsHandshakes = new LeanCounter({
     name: 'roost_ws_handshakes_total',
     help: '/connect handshakes by outcome (accepted, unauthorized, refused, rate_limited).',
     labelNames: ['outcome'],
@@ -201,26 +202,26 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly rateLimited = new Counter({
+  readonly rateLimited = new LeanCounter({
     name: 'roost_rate_limited_total',
     help: 'Requests and handshakes refused 429 RATE_LIMITED, by limit (agent, auth_fail, ws).',
     labelNames: ['limit'],
     registers: [this.registry],
   });
 
-  readonly keptSenderLookups = new Counter({
+  readonly keptSenderLookups = new LeanCounter({
     name: 'roost_auth_kept_lookups_total',
     help: 'Sends admitted by a kept sender lookup (no database read; the commit checks the policy epoch).',
     registers: [this.registry],
   });
 
-  readonly acceptPolicyStale = new Counter({
+  readonly acceptPolicyStale = new LeanCounter({
     name: 'roost_accept_policy_stale_total',
     help: 'Sends whose kept sender lookup was older than the policy epoch at commit: looked up again and retried.',
     registers: [this.registry],
   });
 
-  readonly unknownTokenHits = new Counter({
+  readonly unknownTokenHits = new LeanCounter({
     name: 'roost_auth_unknown_token_hits_total',
     help: 'Bearer tokens refused from the recently-unknown cache without a database lookup.',
     registers: [this.registry],
@@ -240,14 +241,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly receipts = new Counter({
+  readonly receipts = new LeanCounter({
     name: 'roost_receipts_total',
     help: 'Receipts stored, by status.',
     labelNames: ['status'],
     registers: [this.registry],
   });
 
-  readonly guardFindings = new Counter({
+  readonly guardFindings = new LeanCounter({
     name: 'roost_guard_findings_total',
     help: 'Content guard findings by code and outcome (warned, blocked, overridden).',
     labelNames: ['code', 'outcome'],
@@ -262,14 +263,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly jobFailures = new Counter({
+  readonly jobFailures = new LeanCounter({
     name: 'roost_job_failures_total',
     help: 'Worker job runs that failed, by job.',
     labelNames: ['name'],
     registers: [this.registry],
   });
 
-  readonly scheduleFirings = new Counter({
+  readonly scheduleFirings = new LeanCounter({
     name: 'roost_schedule_firings_total',
     help: 'Schedule firings by result (sent, replayed, refused, error).',
     labelNames: ['result'],
@@ -282,14 +283,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  readonly purgedRows = new Counter({
+  readonly purgedRows = new LeanCounter({
     name: 'roost_retention_purged_rows_total',
     help: 'Rows removed by retention, by table (mailbox_entries, envelopes, agents: tombstones of deleted agents, freeing their handles).',
     labelNames: ['table'],
     registers: [this.registry],
   });
 
-  readonly adminReads = new Counter({
+  readonly adminReads = new LeanCounter({
     name: 'roost_admin_reads_total',
     help: "Admin reads of an agent's data (console) by route: mailbox, message, receipts, status, file, schedules, events.",
     labelNames: ['route'],
