@@ -11,7 +11,7 @@ function pair(labelNames: string[] = []) {
   const promRegistry = { text: new Registry(), open: openMetrics() };
   const leanRegistry = { text: new Registry(), open: openMetrics() };
   const config = { name: 'roost_test_total', help: 'A test counter.', labelNames };
-  const prom = new Counter({ ...config, registers: [promRegistry.text, promRegistry.open as unknown as Registry] });
+  const prom = new Counter({ ...config, registers: [promRegistry.text, promRegistry.open] });
   const lean = new LeanCounter({ ...config, registers: [leanRegistry.text, leanRegistry.open] });
   return { prom, lean, promRegistry, leanRegistry };
 }
