@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { loadConfig } from '#config';
-import { accessLogger, createLogger, REDACT_PATHS } from './logging';
+import { accessLogger, createLogger, isoTime, REDACT_PATHS } from './logging';
 
 /** A process logger at info writing into `lines`. */
 function capture() {
@@ -54,5 +54,39 @@ describe('the access-line logger', () => {
     logger.info({ headers: { authorization: 'Bearer s4' }, ctx: { token: 's5' } }, 'x');
     await flush();
     expect(lines[0]).not.toMatch(/s4|s5/);
+  });
+});
+
+describe('isoTime', () => {
+  it('is toISOString for every millisecond around minute, hour, day and year boundaries', () => {
+    const starts = [
+      0,
+      Date.UTC(2026, 11, 6, 9, 59, 59, 0),
+      Date.UTC(2026, 11, 31, 23, 59, 58, 0),
+      Date.UTC(2028, 1, 29, 23, 59, 0, 0),
+      Date.UTC(9999, 11, 31, 23, 59, 58, 0),
+    ];
+    for (const start of starts)
+      for (let ms = start; ms < start + 2_500; ms++) expect(isoTime(ms)).toBe(new Date(ms).toISOString());
+  });
+
+  it('is toISOString for random times, in and out of order, and outside 1970–9999', () => {
+    for (let i = 0; i < 5_000; i++) {
+      const ms = Math.floor(Math.random() * Date.UTC(9999, 11, 31));
+      expect(isoTime(ms)).toBe(new Date(ms).toISOString());
+    }
+    for (const ms of [-1, -60_001, Date.UTC(10000, 0, 1), 1.5, Date.UTC(1969, 11, 31, 23, 59, 59, 999)])
+      expect(isoTime(ms)).toBe(new Date(ms).toISOString());
+  });
+
+  it('stamps the log lines', async () => {
+    const { logger, lines } = capture();
+    const before = Date.now();
+    logger.info('x');
+    await flush();
+    const time = (JSON.parse(lines[0]) as { time: string }).time;
+    expect(time).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+    expect(Date.parse(time)).toBeGreaterThanOrEqual(before);
+    expect(Date.parse(time)).toBeLessThanOrEqual(Date.now());
   });
 });

@@ -36,13 +36,36 @@ export const REDACT_PATHS = [
 ] as const;
 const REDACTED = '[redacted]';
 
+let minuteStart = Number.NaN;
+let minutePrefix = '';
+
+/**
+ * `new Date(ms).toISOString()`, the date and hour formatted once per minute: every request's access
+ * line is stamped, and `toISOString` was a sixth of that line's CPU (pino's own `isoTime` calls
+ * it). From 1970 to 9999 (any other time: `toISOString` itself).
+ */
+export function isoTime(ms: number): string {
+  if (!Number.isInteger(ms) || ms < 0 || ms > MAX_4_DIGIT_YEAR_MS) return new Date(ms).toISOString();
+  const seconds = ms % 60_000;
+  const minute = ms - seconds;
+  if (minute !== minuteStart) {
+    minuteStart = minute;
+    minutePrefix = new Date(minute).toISOString().slice(0, 17); // YYYY-MM-DDTHH:mm:
+  }
+  const s = Math.floor(seconds / 1000);
+  const milli = seconds % 1000;
+  return `${minutePrefix}${s < 10 ? '0' : ''}${s}.${milli < 10 ? '00' : milli < 100 ? '0' : ''}${milli}Z`;
+}
+/** 9999-12-31T23:59:59.999Z: later years have six digits and a sign. */
+const MAX_4_DIGIT_YEAR_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 /** One JSON logger per process: role and network on every line, request context when there is one. */
 export function createLogger(config: Config, destination?: pino.DestinationStream): Logger {
   return pino(
     {
       level: config.logLevel,
       base: { role: config.role, network: config.network, pid: process.pid },
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: () => `,"time":"${isoTime(Date.now())}"`,
       messageKey: 'msg',
       formatters: { level: (label) => ({ level: label }) },
       // Defence in depth: nothing should log these, and if something does they are masked.
