@@ -8,7 +8,7 @@ import pg from 'pg';
 import WebSocket from 'ws';
 import { openRawWebSocket } from './raw-socket';
 import { ulid } from '#domain';
-import { embeddedStore, freePort, profileArgs, request, requireEnv, scratchDatabase } from './support';
+import { embeddedStore, freePort, profileArgs, rateLimitEnv, request, requireEnv, scratchDatabase } from './support';
 
 /**
  * Multi-process bench clusters: api and gateway processes (`ROOST_ROLE`) on one scratch database
@@ -167,7 +167,7 @@ export class BenchCluster {
       ROOST_REDIS_PREFIX: prefix,
       ROOST_ADMIN_TOKEN: adminToken,
       ROOST_LOG_LEVEL: process.env.ROOST_BENCH_LOG_LEVEL ?? 'warn',
-      ROOST_RATE_LIMIT_PER_S: '0',
+      ...rateLimitEnv(),
       ...options.env,
     };
     const make = async (role: Role) => new RoostNode(role, await freePort(), env);
@@ -199,7 +199,7 @@ export class BenchCluster {
       ...store.env,
       ROOST_ADMIN_TOKEN: adminToken,
       ROOST_LOG_LEVEL: process.env.ROOST_BENCH_LOG_LEVEL ?? 'warn',
-      ROOST_RATE_LIMIT_PER_S: '0',
+      ...rateLimitEnv(),
       ...options.env,
     };
     const node = new RoostNode('all', await freePort(), env);

@@ -171,6 +171,14 @@ export function stallFields(
   return processes.length > 0 ? { operator_loop_stalls: processes } : {};
 }
 
+/** The operators' rate limiter: off, or on at ROOST_BENCH_RATE_LIMIT per second (burst the same). */
+export function rateLimitEnv(): Record<string, string> {
+  const perSecond = process.env.ROOST_BENCH_RATE_LIMIT ?? '0';
+  return perSecond === '0'
+    ? { ROOST_RATE_LIMIT_PER_S: '0' }
+    : { ROOST_RATE_LIMIT_PER_S: perSecond, ROOST_RATE_LIMIT_BURST: perSecond };
+}
+
 /**
  * `node dist/apps/roost/src/main.js` with the given env, once /healthz answers; `main` runs another
  * build's entry point instead (`accept-paired`'s baseline, `accept-floor`'s bare server); `nodeArgs`
@@ -191,7 +199,9 @@ export async function startOperatorProcess(
       ROOST_ADMIN_TOKEN: adminToken,
       PORT: String(port),
       ROOST_LOG_LEVEL: process.env.ROOST_BENCH_LOG_LEVEL ?? 'warn',
-      ROOST_RATE_LIMIT_PER_S: '0',
+      // ROOST_BENCH_RATE_LIMIT=<per second>: the per-agent limiter on (its default, shared through
+      // Redis when REDIS_URL is set) at a rate that refuses nothing, burst the same; else off.
+      ...rateLimitEnv(),
       ROOST_METRICS_PORT: '0',
       ...env,
     },

@@ -53,6 +53,10 @@ export class RateLimiter implements OnApplicationShutdown {
         maxRetriesPerRequest: 1,
         enableOfflineQueue: false,
         commandTimeout: 500,
+        // Every send takes a token before anything else, and the senders a commit answers send
+        // again in the same event-loop turn: their scripts go as one write and come back as one
+        // read, not a write and a read each.
+        enableAutoPipelining: true,
       });
       this.redis.on('error', () => undefined);
       this.redis.defineCommand('roostTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
