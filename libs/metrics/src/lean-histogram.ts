@@ -43,7 +43,8 @@ function checkFinite(value: number | undefined): asserts value is number {
  * 75–110 ns with one or two labels), or once for good (`bind`, 40–55 ns).
  *
  * Only what Roost uses of prom-client's API: `observe(labels?, value)`, `bind(labels)`,
- * `startTimer(labels?)`, `reset()`, `get()`. No exemplars, no cluster aggregation beyond `sum`.
+ * `startTimer(labels?)`, `reset()`, `get()`. No exemplars, no cluster aggregation beyond `sum`, and
+ * registered only on the registries given (prom-client's default adds its global registry).
  */
 export class LeanHistogram<T extends string = string> {
   readonly type = 'histogram';
