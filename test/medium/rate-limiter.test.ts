@@ -7,9 +7,9 @@ import { testRedisUrl } from '../support/services';
 
 /**
  * The per-agent limiter on Redis (EXTENSIONS.md §7) takes every send's token before anything else.
- * The senders one commit answers send again in the same event-loop turn, so their scripts must go
- * to Redis as one write: one write and one read per send cost the accept path half again its CPU
- * (docs/benchmarks.md, 2026-12-06 morning).
+ * The senders one commit answers send again in the same event-loop turn, so their takes must go to
+ * Redis as one script call: a call (a write and a read) per send cost the accept path half again
+ * its CPU (docs/benchmarks.md, 2026-12-06 night).
  */
 describe('the per-agent rate limiter on Redis', () => {
   const limiters: RateLimiter[] = [];
@@ -33,17 +33,22 @@ describe('the per-agent rate limiter on Redis', () => {
     const redis = (made as unknown as { redis: Redis }).redis;
     if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
   };
-  /** The limiter's connection, with a count of the writes made on its socket. */
-  const writesOf = (made: RateLimiter) => {
+  /** The limiter's connection, with a count of the commands sent and of the writes made on its socket. */
+  const countsOf = (made: RateLimiter) => {
     const redis = (made as unknown as { redis: Redis }).redis;
     const stream = (redis as unknown as { stream: { write: (...args: unknown[]) => boolean } }).stream;
     const write = stream.write.bind(stream);
-    const counter = { writes: 0 };
+    const sendCommand = redis.sendCommand.bind(redis);
+    const counts = { writes: 0, commands: 0 };
     stream.write = (...args: unknown[]) => {
-      counter.writes++;
+      counts.writes++;
       return write(...args);
     };
-    return counter;
+    redis.sendCommand = (...args: Parameters<Redis['sendCommand']>) => {
+      counts.commands++;
+      return sendCommand(...args);
+    };
+    return counts;
   };
   const outcome = (take: Promise<void>) =>
     take.then(
@@ -55,20 +60,32 @@ describe('the per-agent rate limiter on Redis', () => {
     for (const made of limiters) made.onApplicationShutdown();
   });
 
-  it("the takes of one event-loop turn reach Redis in one write, each agent's bucket kept apart", async () => {
+  it("the takes of one event-loop turn reach Redis as one script call, each agent's bucket kept apart", async () => {
     const prefix = `roost-test-${ulid()}:`;
     const made = limiter(1, 3, prefix);
     await ready(made);
     await made.take(1); // the script loaded
-    const counter = writesOf(made);
+    const counts = countsOf(made);
     // 20 agents once each, and agent 2 five times more (its burst of 3 includes its first take).
     const takes = [...Array.from({ length: 20 }, (_, i) => 100 + i), 2, 2, 2, 2, 2].map((agent) =>
       outcome(made.take(agent)),
     );
     const outcomes = await Promise.all(takes);
-    expect(counter.writes).toBe(1);
+    expect(counts).toEqual({ commands: 1, writes: 1 });
     expect(outcomes.slice(0, 20)).toEqual(Array(20).fill('passed'));
     expect(outcomes.slice(20)).toEqual(['passed', 'passed', 'passed', 'limited', 'limited']);
+  });
+
+  it('a turn of more takes than one call carries is split into calls of 256, each take answered', async () => {
+    const made = limiter(1, 1, `roost-test-${ulid()}:`);
+    await ready(made);
+    await made.take(1);
+    const counts = countsOf(made);
+    const outcomes = await Promise.all(Array.from({ length: 600 }, (_, i) => outcome(made.take(1000 + (i % 300)))));
+    expect(counts.commands).toBe(3);
+    // 300 agents twice each, burst 1: each agent's first take passes, its second waits.
+    expect(outcomes.slice(0, 300)).toEqual(Array(300).fill('passed'));
+    expect(outcomes.slice(300)).toEqual(Array(300).fill('limited'));
   });
 
   it('the bucket is shared by every node: a second limiter (another api node) sees the tokens taken', async () => {

@@ -25,6 +25,46 @@ redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
 return wait
 `;
 
+/**
+ * TOKEN_BUCKET for every key of KEYS in order (one token each; a key named twice gives two), on
+ * one reading of the server's clock: the takes of one event-loop turn in one script call. Returns
+ * each take's wait in ms. The buckets are the same hashes as TOKEN_BUCKET's, so nodes running
+ * either script share them (a rolling upgrade).
+ */
+export const TOKEN_BUCKETS = `
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = math.ceil(burst * 1000 / rate) + 1000
+local waits = {}
+for i, key in ipairs(KEYS) do
+  local state = redis.call('HMGET', key, 'tokens', 'at')
+  local tokens = tonumber(state[1])
+  local at = tonumber(state[2])
+  if tokens == nil then tokens = burst; at = now end
+  tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
+  local wait = 0
+  if tokens >= 1 then tokens = tokens - 1 else wait = math.ceil((1 - tokens) * 1000 / rate) end
+  redis.call('HSET', key, 'tokens', tostring(tokens), 'at', now)
+  redis.call('PEXPIRE', key, ttl)
+  waits[i] = wait
+end
+return waits
+`;
+
+/** Takes one script call carries at most (a larger turn makes several calls). */
+const TAKES_PER_CALL = 256;
+
+type BucketsRedis = Redis & {
+  roostTokenBuckets(keys: number, ...keysThenArgs: Array<string | number>): Promise<number[]>;
+};
+
+interface PendingTake {
+  key: string;
+  resolve: (waitMs: number) => void;
+}
+
 interface Bucket {
   tokens: number;
   at: number;
@@ -35,6 +75,8 @@ export class RateLimiter implements OnApplicationShutdown {
   private readonly logger = new Logger('rate-limit');
   private readonly redis: Redis | undefined;
   private readonly buckets = new Map<number, Bucket>();
+  /** Takes of this event-loop turn, for one script call at its end (`takeShared`). */
+  private pending: PendingTake[] = [];
   private readonly perSecond: number;
   private readonly burst: number;
   private readonly prefix: string;
@@ -53,13 +95,9 @@ export class RateLimiter implements OnApplicationShutdown {
         maxRetriesPerRequest: 1,
         enableOfflineQueue: false,
         commandTimeout: 500,
-        // Every send takes a token before anything else, and the senders a commit answers send
-        // again in the same event-loop turn: their scripts go as one write and come back as one
-        // read, not a write and a read each.
-        enableAutoPipelining: true,
       });
       this.redis.on('error', () => undefined);
-      this.redis.defineCommand('roostTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
+      this.redis.defineCommand('roostTokenBuckets', { lua: TOKEN_BUCKETS });
     }
   }
 
@@ -75,25 +113,52 @@ export class RateLimiter implements OnApplicationShutdown {
     }
   }
 
-  /** A limiter outage must not take the API down: when Redis fails, the request passes (counted). */
-  private async takeShared(agentId: number): Promise<number> {
+  /**
+   * Every send takes a token before anything else, and the senders one commit answers send again in
+   * the same event-loop turn: their takes wait for the turn's end and go to Redis as one script call
+   * (TOKEN_BUCKETS). A call per take, each its own write and read, cost the accept path half again
+   * its CPU with the limiter on (docs/benchmarks.md, 2026-12-06 night).
+   */
+  private takeShared(agentId: number): Promise<number> {
+    return new Promise((resolve) => {
+      this.pending.push({ key: `${this.prefix}${agentId}`, resolve });
+      if (this.pending.length === 1) process.nextTick(() => this.flush());
+    });
+  }
+
+  /** The turn's takes, in calls of at most TAKES_PER_CALL (sent in order on one connection). */
+  private flush(): void {
+    const pending = this.pending;
+    this.pending = [];
+    for (let from = 0; from < pending.length; from += TAKES_PER_CALL)
+      void this.call(pending.slice(from, from + TAKES_PER_CALL));
+  }
+
+  /**
+   * A limiter outage must not take the API down: when Redis fails, the takes pass, each counted in
+   * `roost_redis_errors_total{component="rate_limit"}` (as when every take was its own command).
+   */
+  private async call(takes: PendingTake[]): Promise<void> {
     try {
-      const redis = this.redis as Redis & {
-        roostTokenBucket(key: string, rate: number, burst: number): Promise<number>;
-      };
-      const waitMs = Number(await redis.roostTokenBucket(`${this.prefix}${agentId}`, this.perSecond, this.burst));
+      const keys = takes.map((take) => take.key);
+      const waits = await (this.redis as BucketsRedis).roostTokenBuckets(
+        keys.length,
+        ...keys,
+        this.perSecond,
+        this.burst,
+      );
       if (this.unavailable) {
         this.unavailable = false;
         this.logger.warn('rate limiter: Redis answers again, limits enforced');
       }
-      return waitMs;
+      takes.forEach((take, i) => take.resolve(Number(waits[i])));
     } catch (error) {
-      this.metrics.redisErrors.inc({ component: 'rate_limit' });
+      this.metrics.redisErrors.inc({ component: 'rate_limit' }, takes.length);
       if (!this.unavailable) {
         this.unavailable = true;
         this.logger.warn(`rate limiter unavailable, requests allowed until Redis answers: ${(error as Error).message}`);
       }
-      return 0;
+      for (const take of takes) take.resolve(0);
     }
   }
 
