@@ -76,6 +76,21 @@ describe('the per-agent rate limiter on Redis', () => {
     expect(outcomes.slice(20)).toEqual(['passed', 'passed', 'passed', 'limited', 'limited']);
   });
 
+  it('takes made in separate callbacks of one turn (as requests are) share a call', async () => {
+    const made = limiter(1, 5, `roost-test-${ulid()}:`);
+    await ready(made);
+    await made.take(1);
+    const counts = countsOf(made);
+    const outcomes = await Promise.all(
+      Array.from(
+        { length: 10 },
+        (_, i) => new Promise<string>((resolve) => setImmediate(() => resolve(outcome(made.take(200 + i))))),
+      ),
+    );
+    expect(outcomes).toEqual(Array(10).fill('passed'));
+    expect(counts.commands).toBe(1);
+  });
+
   it('a turn of more takes than one call carries is split into calls of 256, each take answered', async () => {
     const made = limiter(1, 1, `roost-test-${ulid()}:`);
     await ready(made);

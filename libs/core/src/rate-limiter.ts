@@ -3,6 +3,7 @@ import Redis from 'ioredis';
 import { InjectConfig, type Config } from '#config';
 import { AsmtpError } from '#domain';
 import { Metrics } from '#metrics';
+import { Coalescer } from './coalescer';
 
 /**
  * A token bucket per agent (EXTENSIONS.md §7): `burst` tokens, refilled at `perSecond`. In Redis
@@ -55,15 +56,12 @@ return waits
 
 /** Takes one script call carries at most (a larger turn makes several calls). */
 const TAKES_PER_CALL = 256;
+/** Script calls out at once; takes made meanwhile wait for one to return and join the next. */
+const CALLS_IN_FLIGHT = 4;
 
 type BucketsRedis = Redis & {
   roostTokenBuckets(keys: number, ...keysThenArgs: Array<string | number>): Promise<number[]>;
 };
-
-interface PendingTake {
-  key: string;
-  resolve: (waitMs: number) => void;
-}
 
 interface Bucket {
   tokens: number;
@@ -75,8 +73,13 @@ export class RateLimiter implements OnApplicationShutdown {
   private readonly logger = new Logger('rate-limit');
   private readonly redis: Redis | undefined;
   private readonly buckets = new Map<number, Bucket>();
-  /** Takes of this event-loop turn, for one script call at its end (`takeShared`). */
-  private pending: PendingTake[] = [];
+  /** The takes of each event-loop turn, gathered into script calls (`takeShared`). */
+  private readonly takes = new Coalescer<string, number>(
+    (keys) => this.call(keys),
+    CALLS_IN_FLIGHT,
+    TAKES_PER_CALL,
+    'turn',
+  );
   private readonly perSecond: number;
   private readonly burst: number;
   private readonly prefix: string;
@@ -114,33 +117,22 @@ export class RateLimiter implements OnApplicationShutdown {
   }
 
   /**
-   * Every send takes a token before anything else, and the senders one commit answers send again in
-   * the same event-loop turn: their takes wait for the turn's end and go to Redis as one script call
-   * (TOKEN_BUCKETS). A call per take, each its own write and read, cost the accept path half again
-   * its CPU with the limiter on (docs/benchmarks.md, 2026-12-06 night).
+   * Every send takes a token before anything else. The takes of one event-loop turn (the requests
+   * one poll of the sockets delivered) go to Redis as one script call (TOKEN_BUCKETS), at most
+   * CALLS_IN_FLIGHT calls at once; takes made meanwhile join the next. A call per take cost the
+   * accept path half again its CPU with the limiter on, and Redis ~30 µs a call (docs/benchmarks.md,
+   * 2026-12-06 night).
    */
   private takeShared(agentId: number): Promise<number> {
-    return new Promise((resolve) => {
-      this.pending.push({ key: `${this.prefix}${agentId}`, resolve });
-      if (this.pending.length === 1) process.nextTick(() => this.flush());
-    });
-  }
-
-  /** The turn's takes, in calls of at most TAKES_PER_CALL (sent in order on one connection). */
-  private flush(): void {
-    const pending = this.pending;
-    this.pending = [];
-    for (let from = 0; from < pending.length; from += TAKES_PER_CALL)
-      void this.call(pending.slice(from, from + TAKES_PER_CALL));
+    return this.takes.load(`${this.prefix}${agentId}`);
   }
 
   /**
-   * A limiter outage must not take the API down: when Redis fails, the takes pass, each counted in
-   * `roost_redis_errors_total{component="rate_limit"}` (as when every take was its own command).
+   * One script call for `keys`. A limiter outage must not take the API down: when Redis fails, the
+   * takes pass, each counted in `roost_redis_errors_total{component="rate_limit"}`.
    */
-  private async call(takes: PendingTake[]): Promise<void> {
+  private async call(keys: string[]): Promise<number[]> {
     try {
-      const keys = takes.map((take) => take.key);
       const waits = await (this.redis as BucketsRedis).roostTokenBuckets(
         keys.length,
         ...keys,
@@ -151,14 +143,14 @@ export class RateLimiter implements OnApplicationShutdown {
         this.unavailable = false;
         this.logger.warn('rate limiter: Redis answers again, limits enforced');
       }
-      takes.forEach((take, i) => take.resolve(Number(waits[i])));
+      return keys.map((_, i) => Number(waits[i]));
     } catch (error) {
-      this.metrics.redisErrors.inc({ component: 'rate_limit' }, takes.length);
+      this.metrics.redisErrors.inc({ component: 'rate_limit' }, keys.length);
       if (!this.unavailable) {
         this.unavailable = true;
         this.logger.warn(`rate limiter unavailable, requests allowed until Redis answers: ${(error as Error).message}`);
       }
-      for (const take of takes) take.resolve(0);
+      return keys.map(() => 0);
     }
   }
 
