@@ -353,6 +353,9 @@ describe('AcceptBatcher batches beside one in flight', () => {
   it('a lone job starts at once; a job for another mailbox waits for the batch in flight and joins the next one with the rest', async () => {
     const gated = gatedRepository();
     const batcher = new AcceptBatcher(gated.repository, new Metrics(), config);
+    // The clock stands still while the jobs arrive: a pause of BESIDE_PATIENCE_MS between two
+    // lines (GC, a busy CI machine) would rightly start B beside A.
+    const clock = jest.spyOn(performance, 'now').mockReturnValue(performance.now());
     const first = batcher.submit(job('A', 1));
     expect(gated.transactions).toHaveLength(1); // nothing in flight: no wait
     const second = batcher.submit(job('B', 2)); // one ready job, fewer than a quarter of a batch
@@ -360,6 +363,7 @@ describe('AcceptBatcher batches beside one in flight', () => {
     const third = batcher.submit(job('C', 1)); // its mailbox is held: not ready
     expect(gated.transactions).toHaveLength(1);
     gated.transactions[0].release();
+    clock.mockRestore();
     await first;
     await flush();
     // B and C went together, in one batch, once A's batch ended.
@@ -385,9 +389,11 @@ describe('AcceptBatcher batches beside one in flight', () => {
   it(`a batch in flight for ${BESIDE_PATIENCE_MS} ms no longer holds up other mailboxes`, async () => {
     const gated = gatedRepository();
     const batcher = new AcceptBatcher(gated.repository, new Metrics(), config);
+    const clock = jest.spyOn(performance, 'now').mockReturnValue(performance.now()); // as above
     const first = batcher.submit(job('A', 1)); // stuck, as on a row lock
     const second = batcher.submit(job('B', 2));
     expect(gated.transactions).toHaveLength(1);
+    clock.mockRestore();
     await new Promise((resolve) => setTimeout(resolve, BESIDE_PATIENCE_MS * 4));
     expect(gated.transactions).toHaveLength(2); // B started beside the stuck batch
     gated.transactions[1].release();
