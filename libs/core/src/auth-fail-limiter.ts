@@ -4,7 +4,7 @@ import { InjectConfig, type Config } from '#config';
 import { AsmtpError } from '#domain';
 import { Metrics } from '#metrics';
 import { ClientAddresses } from './client-address';
-import { TOKEN_BUCKET } from './rate-limiter';
+import { type BucketsRedis, TOKEN_BUCKETS } from './rate-limiter';
 import { RedisOutage } from './redis-outage';
 
 interface Bucket {
@@ -14,8 +14,6 @@ interface Bucket {
 
 /** Addresses remembered as over their limit (per node), and local buckets, before pruning. */
 const MAX_TRACKED = 100_000;
-
-type BucketRedis = Redis & { roostTokenBucket(key: string, rate: number, burst: number): Promise<number> };
 
 /**
  * Requests that fail authentication, limited per client address (EXTENSIONS.md §7): a token bucket
@@ -29,7 +27,7 @@ type BucketRedis = Redis & { roostTokenBucket(key: string, rate: number, burst: 
 export class AuthFailLimiter implements OnApplicationShutdown {
   private readonly logger = new Logger('auth-fail-limit');
   private readonly outage = new RedisOutage(this.logger, 'auth failures are limited per node');
-  private readonly redis: BucketRedis | undefined;
+  private readonly redis: BucketsRedis | undefined;
   private readonly addresses: ClientAddresses;
   private readonly blockedUntil = new Map<string, number>();
   private readonly buckets = new Map<string, Bucket>();
@@ -52,8 +50,8 @@ export class AuthFailLimiter implements OnApplicationShutdown {
         commandTimeout: 500,
       });
       redis.on('error', () => undefined);
-      redis.defineCommand('roostTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
-      this.redis = redis as BucketRedis;
+      redis.defineCommand('roostTokenBuckets', { lua: TOKEN_BUCKETS });
+      this.redis = redis as BucketsRedis;
     }
   }
 
@@ -97,9 +95,8 @@ export class AuthFailLimiter implements OnApplicationShutdown {
   private async take(address: string): Promise<number> {
     if (this.redis) {
       try {
-        const waitMs = Number(
-          await this.redis.roostTokenBucket(`${this.prefix}${address}`, this.perSecond, this.burst),
-        );
+        const [wait] = await this.redis.roostTokenBuckets(1, `${this.prefix}${address}`, this.perSecond, this.burst);
+        const waitMs = Number(wait);
         this.outage.succeeded();
         return waitMs;
       } catch (error) {

@@ -6,31 +6,12 @@ import { Metrics } from '#metrics';
 import { Coalescer } from './coalescer';
 
 /**
- * A token bucket per agent (EXTENSIONS.md §7): `burst` tokens, refilled at `perSecond`. In Redis
- * it is one atomic script on the server's clock, so every api node shares each agent's bucket.
- */
-export const TOKEN_BUCKET = `
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(state[1])
-local at = tonumber(state[2])
-if tokens == nil then tokens = burst; at = now end
-tokens = math.min(burst, tokens + math.max(0, now - at) * rate / 1000)
-local wait = 0
-if tokens >= 1 then tokens = tokens - 1 else wait = math.ceil((1 - tokens) * 1000 / rate) end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', now)
-redis.call('PEXPIRE', KEYS[1], math.ceil(burst * 1000 / rate) + 1000)
-return wait
-`;
-
-/**
- * TOKEN_BUCKET for every key of KEYS in order (one token each; a key named twice gives two), on
- * one reading of the server's clock: the takes of one event-loop turn in one script call. Returns
- * each take's wait in ms. The buckets are the same hashes as TOKEN_BUCKET's, so nodes running
- * either script share them (a rolling upgrade).
+ * Token buckets (EXTENSIONS.md §7): `burst` tokens, refilled at `perSecond`, one atomic script on
+ * the server's clock, so every api node shares each bucket. One token from each key of KEYS in
+ * order (a key named twice gives two), on one reading of the clock: the per-agent limiter sends
+ * the takes of one event-loop turn in one call, the auth-failure limiter one key. Returns each
+ * take's wait in ms. The buckets are hashes (`tokens`, `at`), as the single-key script of earlier
+ * releases kept them, so nodes of both share them during a rolling upgrade.
  */
 export const TOKEN_BUCKETS = `
 local rate = tonumber(ARGV[1])
@@ -59,7 +40,8 @@ const TAKES_PER_CALL = 256;
 /** Script calls out at once; takes made meanwhile wait for one to return and join the next. */
 const CALLS_IN_FLIGHT = 4;
 
-type BucketsRedis = Redis & {
+/** A connection with TOKEN_BUCKETS defined as `roostTokenBuckets`. */
+export type BucketsRedis = Redis & {
   roostTokenBuckets(keys: number, ...keysThenArgs: Array<string | number>): Promise<number[]>;
 };
 
