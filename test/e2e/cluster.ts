@@ -191,6 +191,18 @@ export class RedisServer {
     }
   }
 
+  /**
+   * SIGSTOP: a Redis that stops answering but keeps its connections open (a host frozen, a fork
+   * stalled, a partition without resets); every command waits. `resume` (SIGCONT) lets it go on.
+   */
+  pause(): void {
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    if (this.child && this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGCONT');
+  }
+
   async kill(): Promise<void> {
     if (this.child && this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
     await this.exited;

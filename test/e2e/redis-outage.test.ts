@@ -53,11 +53,12 @@ async function metric(node: TestProcess, sample: string): Promise<number | undef
   return line === undefined ? undefined : Number(line.slice(sample.length + 1));
 }
 
-/** The process's JSON log lines (stdout) whose `msg` matches, access lines excluded. */
-function logLines(node: TestProcess, pattern: RegExp): string[] {
+/** The process's JSON log lines (stdout) whose `msg` matches (and `context`, if given), access lines excluded. */
+function logLines(node: TestProcess, pattern: RegExp, context?: string): string[] {
   return node.stdout.filter((line) => {
     try {
-      const entry = JSON.parse(line) as { msg?: string };
+      const entry = JSON.parse(line) as { msg?: string; context?: string };
+      if (context !== undefined && entry.context !== context) return false;
       return entry.msg !== 'request' && pattern.test(entry.msg ?? '');
     } catch {
       return pattern.test(line);
@@ -93,6 +94,40 @@ async function send(url: string, token: string, to: string, n: number): Promise<
   }
 }
 
+/**
+ * One process per role on a fresh database and a private Redis, logging at info, the limiter on
+ * but high enough never to refuse: every send takes a token from Redis first, so it meets the
+ * outage on every request.
+ */
+async function outageNodes(
+  roles: ReadonlyArray<'api' | 'gateway' | 'worker'>,
+  adminToken: string,
+): Promise<{ database: { url: string; drop: () => Promise<void> }; redis: RedisServer; nodes: TestProcess[] }> {
+  const database = await createTestDatabase('roost_e2e');
+  const redis = await RedisServer.start();
+  const env = {
+    DATABASE_URL: database.url,
+    REDIS_URL: redis.url,
+    ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
+    ROOST_ADMIN_TOKEN: adminToken,
+    ROOST_LOG_LEVEL: 'info',
+    ROOST_HOST: '127.0.0.1',
+    ROOST_RATE_LIMIT_PER_S: '10000',
+    ROOST_RATE_LIMIT_BURST: '10000',
+    ROOST_WS_SWEEP_INTERVAL_MS: '1000',
+  };
+  const nodes = await startAll(
+    roles.map((role, i) => ({
+      name: `${role}-${i}`,
+      env: { ...env, ROOST_ROLE: role },
+      recordStdout: true,
+      keepLines: 300,
+      startTimeoutMs: 90_000,
+    })),
+  );
+  return { database, redis, nodes };
+}
+
 describe('a Redis outage under load: api and gateway stay ready and keep serving, the worker is unready, logs say it once', () => {
   let database: { url: string; drop: () => Promise<void> };
   let redis: RedisServer;
@@ -100,29 +135,7 @@ describe('a Redis outage under load: api and gateway stay ready and keep serving
   const adminToken = `admin-${ulid()}`;
 
   beforeAll(async () => {
-    database = await createTestDatabase('roost_e2e');
-    redis = await RedisServer.start();
-    const env = {
-      DATABASE_URL: database.url,
-      REDIS_URL: redis.url,
-      ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
-      ROOST_ADMIN_TOKEN: adminToken,
-      ROOST_LOG_LEVEL: 'info',
-      ROOST_HOST: '127.0.0.1',
-      // The limiter on, high enough never to refuse: it meets the outage on every request.
-      ROOST_RATE_LIMIT_PER_S: '10000',
-      ROOST_RATE_LIMIT_BURST: '10000',
-      ROOST_WS_SWEEP_INTERVAL_MS: '1000',
-    };
-    nodes = await startAll(
-      (['api', 'api', 'gateway', 'worker'] as const).map((role, i) => ({
-        name: `${role}-${i}`,
-        env: { ...env, ROOST_ROLE: role },
-        recordStdout: true,
-        keepLines: 300,
-        startTimeoutMs: 90_000,
-      })),
-    );
+    ({ database, redis, nodes } = await outageNodes(['api', 'api', 'gateway', 'worker'], adminToken));
   });
 
   afterAll(async () => {
@@ -248,8 +261,9 @@ describe('a Redis outage under load: api and gateway stay ready and keep serving
     for (const api of [api0, api1]) {
       expect([
         api.name,
-        logLines(api, /^rate limiter unavailable/).length,
-        logLines(api, /^rate limiter: Redis answers again/).length,
+        logLines(api, /^Redis unavailable .*; agent requests are limited per node until it returns$/, 'rate-limit')
+          .length,
+        logLines(api, /^Redis is back; limits are shared again$/, 'rate-limit').length,
       ]).toEqual([api.name, 1, 1]);
     }
     expect(logLines(worker, /^job queue: Redis unreachable/)).toHaveLength(1);
@@ -365,5 +379,145 @@ describe('ROOST_ROLE=all with REDIS_URL at a dead Redis', () => {
     }
     expect(logLines(node, /^redis unreachable/)).toHaveLength(1);
     expect(logLines(node, /^redis reachable again/)).toHaveLength(1);
+  });
+});
+
+/** Every `periodMs` until `running()` is false, each node's `/readyz` status and how long it took. */
+function probeEvery(
+  nodes: TestProcess[],
+  periodMs: number,
+  running: () => boolean,
+): { done: Promise<void>; answers: Map<string, Array<{ status: number; ms: number }>> } {
+  const answers = new Map<string, Array<{ status: number; ms: number }>>(nodes.map((node) => [node.name, []]));
+  const done = (async () => {
+    while (running()) {
+      await Promise.all(
+        nodes.map(async (node) => {
+          const started = Date.now();
+          const { status } = await readyz(node);
+          answers.get(node.name)!.push({ status, ms: Date.now() - started });
+        }),
+      );
+      await sleep(periodMs);
+    }
+  })();
+  return { done, answers };
+}
+
+describe('a frozen Redis (SIGSTOP: connections open, nothing answers) under load', () => {
+  let database: { url: string; drop: () => Promise<void> };
+  let redis: RedisServer;
+  let nodes: TestProcess[] = [];
+  const adminToken = `admin-${ulid()}`;
+
+  beforeAll(async () => {
+    ({ database, redis, nodes } = await outageNodes(['api', 'gateway'], adminToken));
+  });
+
+  afterAll(async () => {
+    redis?.resume();
+    await stopAll(nodes);
+    await redis?.kill();
+    await database?.drop();
+  });
+
+  it('sends stay 202 without waiting on it, probes pass, handshakes and bad tokens are answered, every 202 arrives after', async () => {
+    const FREEZE_MS = 8_000;
+    const [api, gateway] = nodes;
+    const client = new TestClient(api.url);
+    const alice = await createAgent(client, adminToken, '@fz.alice');
+    const bob = await createAgent(client, adminToken, '@fz.bob');
+    for (const node of nodes)
+      await until(
+        `${node.name} ready`,
+        () => readyz(node),
+        (r) => r.body?.checks?.redis === true,
+      );
+    const socket: Listener = await connect(gateway.url, { token: bob });
+
+    const sent: Array<{ id: string; status: number; at: number; ms: number }> = [];
+    let loading = true;
+    const load = (async () => {
+      for (let n = 0; loading; n++) {
+        const started = Date.now();
+        const result = await send(api.url, alice, '@fz.bob', n);
+        sent.push({ ...result, at: started, ms: Date.now() - started });
+        await sleep(20);
+      }
+    })();
+    const probes = probeEvery(nodes, 1_000, () => loading);
+
+    await sleep(1_500);
+    const frozenAt = Date.now();
+    redis.pause();
+    await sleep(2_000);
+    // Meanwhile a new socket of the agent (its lease is in Redis) and a bad token (its failure is
+    // counted in Redis) are answered, the per-gateway and per-node limits standing in.
+    const handshakeStarted = Date.now();
+    const second = await connect(gateway.url, { token: bob });
+    const handshakeMs = Date.now() - handshakeStarted;
+    second.close();
+    const badStarted = Date.now();
+    const bad = await client.get('/mailbox', `bad-${ulid()}`);
+    const badMs = Date.now() - badStarted;
+    await sleep(Math.max(0, frozenAt + FREEZE_MS - Date.now()));
+    const resumedAt = Date.now();
+    redis.resume();
+    await until(
+      'api redis back',
+      () => readyz(api),
+      (r) => r.body?.checks?.redis === true,
+    );
+    await sleep(2_000);
+    loading = false;
+    await Promise.all([load, probes.done]);
+
+    const during = sent.filter((s) => s.at >= frozenAt && s.at < resumedAt);
+    const slow = during.filter((s) => s.ms > 300);
+    if (process.env.ROOST_TEST_VERBOSE) {
+      console.log({
+        sent: sent.length,
+        during: during.length,
+        slowest: during
+          .map((s) => s.ms)
+          .sort((a, b) => b - a)
+          .slice(0, 10),
+        handshakeMs,
+        badMs,
+        probes: Object.fromEntries(probes.answers),
+      });
+    }
+    expect(sent.filter((s) => s.status !== 202)).toEqual([]);
+    // The first send to meet the freeze waits out the limiter's command timeout (500 ms); after
+    // that the limiter knows Redis is not answering and no send waits on it until it answers again.
+    expect(during.length).toBeGreaterThan(50);
+    expect(slow.length).toBeLessThanOrEqual(2);
+    expect(handshakeMs).toBeLessThan(1_500);
+    expect(bad.status).toBe(401);
+    expect(badMs).toBeLessThan(1_500);
+    // Every probe passed, each well within the chart's 3 s probe timeout.
+    for (const [name, answers] of probes.answers) {
+      expect({ name, failed: answers.filter((a) => a.status !== 200 || a.ms >= 2_500) }).toEqual({ name, failed: [] });
+    }
+    // Every 202 reaches the socket once Redis answers again (or by backfill from Postgres).
+    await socket.until(
+      () => sent.every((s) => socket.ids.includes(s.id)),
+      30_000,
+      'every accepted envelope on the socket',
+    );
+    expect(new Set(socket.ids).size).toBe(socket.ids.length);
+    socket.close();
+    // Each limiter said once that it went on alone, and once that it shares its limits again.
+    for (const [node, context] of [
+      [api, 'rate-limit'],
+      [api, 'auth-fail-limit'],
+      [gateway, 'ws-limit'],
+    ] as const) {
+      expect([
+        context,
+        logLines(node, /^Redis unavailable \(Command timed out\); .* until it returns$/, context).length,
+        logLines(node, /^Redis is back; limits are shared again$/, context).length,
+      ]).toEqual([context, 1, 1]);
+    }
   });
 });

@@ -711,7 +711,7 @@ describe('metrics: every Roost metric on /metrics, moving with its traffic', () 
       const body = envelope(bob.handle);
       envelopeIds.add(body.id as string);
       // Committed in Postgres, so 202; the frame publish fails (the gateways' sweep recovers it)
-      // and the rate limiter fails open.
+      // and the rate limiter takes the token from this node's bucket.
       const reply = await broken.client.post('/messages', body, alice.token);
       expect(reply.status).toBe(202);
       const s = await until(

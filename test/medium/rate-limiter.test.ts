@@ -4,6 +4,7 @@ import { RateLimiter } from '#core';
 import { ulid } from '#domain';
 import { Metrics } from '#metrics';
 import { testRedisUrl } from '../support/services';
+import { RedisServer } from '../e2e/cluster';
 
 /**
  * The per-agent limiter on Redis (EXTENSIONS.md §7) takes every send's token before anything else.
@@ -13,12 +14,12 @@ import { testRedisUrl } from '../support/services';
  */
 describe('the per-agent rate limiter on Redis', () => {
   const limiters: RateLimiter[] = [];
-  const limiter = (perSecond: number, burst: number, prefix: string) => {
+  const limiter = (perSecond: number, burst: number, prefix: string, redisUrl = testRedisUrl()) => {
     const made = new RateLimiter(
       loadConfig({
         DATABASE_URL: 'postgres://unused@127.0.0.1:1/unused',
         ROOST_ADMIN_TOKEN: 'unused-admin-token',
-        REDIS_URL: testRedisUrl(),
+        REDIS_URL: redisUrl,
         ROOST_REDIS_PREFIX: prefix,
         ROOST_RATE_LIMIT_PER_S: String(perSecond),
         ROOST_RATE_LIMIT_BURST: String(burst),
@@ -39,13 +40,14 @@ describe('the per-agent rate limiter on Redis', () => {
     const stream = (redis as unknown as { stream: { write: (...args: unknown[]) => boolean } }).stream;
     const write = stream.write.bind(stream);
     const sendCommand = redis.sendCommand.bind(redis);
-    const counts = { writes: 0, commands: 0 };
+    const counts = { writes: 0, commands: 0, pings: 0 };
     stream.write = (...args: unknown[]) => {
       counts.writes++;
       return write(...args);
     };
     redis.sendCommand = (...args: Parameters<Redis['sendCommand']>) => {
-      counts.commands++;
+      if (args[0].name === 'ping') counts.pings++;
+      else counts.commands++;
       return sendCommand(...args);
     };
     return counts;
@@ -71,7 +73,7 @@ describe('the per-agent rate limiter on Redis', () => {
       outcome(made.take(agent)),
     );
     const outcomes = await Promise.all(takes);
-    expect(counts).toEqual({ commands: 1, writes: 1 });
+    expect(counts).toEqual({ commands: 1, writes: 1, pings: 0 });
     expect(outcomes.slice(0, 20)).toEqual(Array(20).fill('passed'));
     expect(outcomes.slice(20)).toEqual(['passed', 'passed', 'passed', 'limited', 'limited']);
   });
@@ -111,5 +113,46 @@ describe('the per-agent rate limiter on Redis', () => {
     const second = await Promise.all([1, 2, 3].map(() => outcome(b.take(7))));
     expect(first).toEqual(['passed', 'passed']);
     expect(second).toEqual(['passed', 'passed', 'limited']);
+  });
+
+  it("a frozen Redis (SIGSTOP): one call waits out its timeout, then takes use this node's buckets without asking it, until it answers again", async () => {
+    const server = await RedisServer.start();
+    const made = limiter(1, 3, `roost-test-${ulid()}:`, server.url);
+    try {
+      await ready(made);
+      expect(await outcome(made.take(7))).toBe('passed'); // the shared bucket: 2 left
+      const counts = countsOf(made);
+
+      server.pause();
+      let started = performance.now();
+      // The first call meets the freeze and fails after the command timeout (500 ms); its take is
+      // decided by this node's bucket for agent 7, full (3) as nothing was taken from it before.
+      expect(await outcome(made.take(7))).toBe('passed');
+      const firstMs = performance.now() - started;
+      expect(counts.commands).toBe(1);
+      // From then on no take is sent to Redis: 10 more are answered at once by the same bucket.
+      started = performance.now();
+      const outcomes = await Promise.all(Array.from({ length: 10 }, () => outcome(made.take(7))));
+      const restMs = performance.now() - started;
+      expect(outcomes).toEqual(['passed', 'passed', ...Array(8).fill('limited')]);
+      expect(counts.commands).toBe(1);
+      expect(firstMs).toBeGreaterThanOrEqual(450);
+      expect(restMs).toBeLessThan(250);
+
+      server.resume();
+      // A probe (PING, once a second) finds it back; takes are shared again.
+      const deadline = Date.now() + 5_000;
+      while ((made as unknown as { outage: { down: boolean } }).outage.down && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      expect((made as unknown as { outage: { down: boolean } }).outage.down).toBe(false);
+      expect(counts.pings).toBeGreaterThanOrEqual(1);
+      // The shared bucket kept its 2 tokens (plus what refilled), apart from this node's.
+      expect(await outcome(made.take(7))).toBe('passed');
+      expect(counts.commands).toBe(2);
+    } finally {
+      server.resume();
+      made.onApplicationShutdown(); // before the server goes, or its reconnect timer outlives the test
+      await server.kill();
+    }
   });
 });

@@ -58,7 +58,9 @@ export interface SocketLease {
 @Injectable()
 export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('ws-limit');
-  private readonly outage = new RedisOutage(this.logger, 'sockets per agent are capped per gateway');
+  private readonly outage = new RedisOutage(this.logger, 'sockets per agent are capped per gateway', () =>
+    this.redis!.ping(),
+  );
   private readonly redis: LeaseRedis | undefined;
   private readonly gatewayId = ulid();
   private readonly held = new Map<number, Set<string>>();
@@ -124,7 +126,7 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
 
   /** undefined when granted; otherwise the milliseconds until a slot may free up. */
   private async claim(lease: SocketLease): Promise<number | undefined> {
-    if (this.redis) {
+    if (this.redis && !this.outage.down) {
       try {
         const [granted, waitMs] = await this.redis.roostAcquireLease(
           this.keyOf(lease.agentId),
@@ -164,6 +166,7 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
   /** Free this gateway's slots at once, so its clients reconnecting elsewhere are not refused. */
   async onApplicationShutdown(): Promise<void> {
     clearInterval(this.heartbeat);
+    this.outage.close();
     if (this.redis && this.held.size > 0) {
       const pipeline = this.redis.pipeline();
       for (const [agentId, members] of this.held) pipeline.zrem(this.keyOf(agentId), ...members);

@@ -26,7 +26,9 @@ const MAX_TRACKED = 100_000;
 @Injectable()
 export class AuthFailLimiter implements OnApplicationShutdown {
   private readonly logger = new Logger('auth-fail-limit');
-  private readonly outage = new RedisOutage(this.logger, 'auth failures are limited per node');
+  private readonly outage = new RedisOutage(this.logger, 'auth failures are limited per node', () =>
+    this.redis!.ping(),
+  );
   private readonly redis: BucketsRedis | undefined;
   private readonly addresses: ClientAddresses;
   private readonly blockedUntil = new Map<string, number>();
@@ -93,7 +95,7 @@ export class AuthFailLimiter implements OnApplicationShutdown {
   }
 
   private async take(address: string): Promise<number> {
-    if (this.redis) {
+    if (this.redis && !this.outage.down) {
       try {
         const [wait] = await this.redis.roostTokenBuckets(1, `${this.prefix}${address}`, this.perSecond, this.burst);
         const waitMs = Number(wait);
@@ -130,6 +132,7 @@ export class AuthFailLimiter implements OnApplicationShutdown {
   }
 
   onApplicationShutdown(): void {
+    this.outage.close();
     this.redis?.disconnect();
   }
 }

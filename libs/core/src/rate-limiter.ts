@@ -4,6 +4,7 @@ import { InjectConfig, type Config } from '#config';
 import { AsmtpError } from '#domain';
 import { Metrics } from '#metrics';
 import { Coalescer } from './coalescer';
+import { RedisOutage } from './redis-outage';
 
 /**
  * Token buckets (EXTENSIONS.md §7): `burst` tokens, refilled at `perSecond`, one atomic script on
@@ -53,11 +54,13 @@ interface Bucket {
 @Injectable()
 export class RateLimiter implements OnApplicationShutdown {
   private readonly logger = new Logger('rate-limit');
-  private readonly redis: Redis | undefined;
+  private readonly redis: BucketsRedis | undefined;
+  /** While Redis does not answer, each node keeps the agents' buckets itself (`takeLocal`). */
+  private readonly outage: RedisOutage;
   private readonly buckets = new Map<number, Bucket>();
   /** The takes of each event-loop turn, gathered into script calls (`takeShared`). */
-  private readonly takes = new Coalescer<string, number>(
-    (keys) => this.call(keys),
+  private readonly takes = new Coalescer<number, number>(
+    (agentIds) => this.call(agentIds),
     CALLS_IN_FLIGHT,
     TAKES_PER_CALL,
     'turn',
@@ -65,8 +68,6 @@ export class RateLimiter implements OnApplicationShutdown {
   private readonly perSecond: number;
   private readonly burst: number;
   private readonly prefix: string;
-  /** Redis is failing: logged once when it starts failing and once when it answers again. */
-  private unavailable = false;
 
   constructor(
     @InjectConfig() config: Config,
@@ -76,20 +77,23 @@ export class RateLimiter implements OnApplicationShutdown {
     this.burst = config.rateLimit.burst;
     this.prefix = `${config.redisPrefix}ratelimit:`;
     if (config.redisUrl !== null && this.perSecond > 0) {
-      this.redis = new Redis(config.redisUrl, {
+      const redis = new Redis(config.redisUrl, {
         maxRetriesPerRequest: 1,
         enableOfflineQueue: false,
         commandTimeout: 500,
       });
-      this.redis.on('error', () => undefined);
-      this.redis.defineCommand('roostTokenBuckets', { lua: TOKEN_BUCKETS });
+      redis.on('error', () => undefined);
+      redis.defineCommand('roostTokenBuckets', { lua: TOKEN_BUCKETS });
+      this.redis = redis as BucketsRedis;
     }
+    this.outage = new RedisOutage(this.logger, 'agent requests are limited per node', () => this.redis!.ping());
   }
 
   /** Take one token for the agent or throw 429 RATE_LIMITED with the seconds to wait. */
   async take(agentId: number): Promise<void> {
     if (this.perSecond === 0) return;
-    const waitMs = this.redis ? await this.takeShared(agentId) : this.takeLocal(agentId, Date.now());
+    const waitMs =
+      this.redis && !this.outage.down ? await this.takes.load(agentId) : this.takeLocal(agentId, Date.now());
     if (waitMs > 0) {
       this.metrics.rateLimited.inc({ limit: 'agent' });
       throw new AsmtpError(429, 'RATE_LIMITED', 'too many requests', undefined, {
@@ -104,36 +108,30 @@ export class RateLimiter implements OnApplicationShutdown {
    * CALLS_IN_FLIGHT calls at once; takes made meanwhile join the next. A call per take cost the
    * accept path half again its CPU with the limiter on, and Redis ~30 µs a call (docs/benchmarks.md,
    * 2026-12-06 night).
+   *
+   * A limiter outage must not take the API down, nor slow it: when a call fails, its takes (each
+   * counted in `roost_redis_errors_total{component="rate_limit"}`) and every take after them until
+   * Redis answers a probe again (`RedisOutage`), queued calls included, are decided by this node's
+   * buckets without asking Redis.
    */
-  private takeShared(agentId: number): Promise<number> {
-    return this.takes.load(`${this.prefix}${agentId}`);
-  }
-
-  /**
-   * One script call for `keys`. A limiter outage must not take the API down: when Redis fails, the
-   * takes pass, each counted in `roost_redis_errors_total{component="rate_limit"}`.
-   */
-  private async call(keys: string[]): Promise<number[]> {
-    try {
-      const waits = await (this.redis as BucketsRedis).roostTokenBuckets(
-        keys.length,
-        ...keys,
-        this.perSecond,
-        this.burst,
-      );
-      if (this.unavailable) {
-        this.unavailable = false;
-        this.logger.warn('rate limiter: Redis answers again, limits enforced');
+  private async call(agentIds: number[]): Promise<number[]> {
+    if (!this.outage.down) {
+      try {
+        const waits = await this.redis!.roostTokenBuckets(
+          agentIds.length,
+          ...agentIds.map((id) => `${this.prefix}${id}`),
+          this.perSecond,
+          this.burst,
+        );
+        this.outage.succeeded();
+        return agentIds.map((_, i) => Number(waits[i]));
+      } catch (error) {
+        this.metrics.redisErrors.inc({ component: 'rate_limit' }, agentIds.length);
+        this.outage.failed(error);
       }
-      return keys.map((_, i) => Number(waits[i]));
-    } catch (error) {
-      this.metrics.redisErrors.inc({ component: 'rate_limit' }, keys.length);
-      if (!this.unavailable) {
-        this.unavailable = true;
-        this.logger.warn(`rate limiter unavailable, requests allowed until Redis answers: ${(error as Error).message}`);
-      }
-      return keys.map(() => 0);
     }
+    const now = Date.now();
+    return agentIds.map((id) => this.takeLocal(id, now));
   }
 
   private takeLocal(agentId: number, now: number): number {
@@ -156,6 +154,7 @@ export class RateLimiter implements OnApplicationShutdown {
   }
 
   onApplicationShutdown(): void {
+    this.outage.close();
     this.redis?.disconnect();
   }
 }

@@ -1,22 +1,85 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '@nestjs/common';
 import { RedisOutage } from './redis-outage';
 
-describe('RedisOutage: one line per outage, not per request', () => {
+function recorder(): { lines: string[]; logger: Logger } {
+  const lines: string[] = [];
+  const logger = {
+    warn: (text: string) => lines.push(`warn ${text}`),
+    log: (text: string) => lines.push(`log ${text}`),
+  } as unknown as Logger;
+  return { lines, logger };
+}
+
+describe('RedisOutage', () => {
   it('warns once when Redis fails, logs once when it is back, and again for the next outage', () => {
-    const lines: string[] = [];
-    const logger = {
-      warn: (text: string) => lines.push(`warn ${text}`),
-      log: (text: string) => lines.push(`log ${text}`),
-    } as unknown as Logger;
-    const outage = new RedisOutage(logger, 'limiting per node');
+    const { lines, logger } = recorder();
+    const outage = new RedisOutage(logger, 'limiting per node', () => new Promise(() => undefined));
     outage.succeeded();
     for (let i = 0; i < 100; i++) outage.failed(new Error('connect ECONNREFUSED'));
     for (let i = 0; i < 10; i++) outage.succeeded();
     outage.failed(new Error('timeout'));
+    outage.close();
     expect(lines).toEqual([
       'warn Redis unavailable (connect ECONNREFUSED); limiting per node until it returns',
-      'log Redis is back; limits are shared again',
+      'warn Redis is back; limits are shared again',
       'warn Redis unavailable (timeout); limiting per node until it returns',
     ]);
+  });
+
+  it('is down from the first failure until a probe answers; one probe at a time, none while up', async () => {
+    const { lines, logger } = recorder();
+    let probes = 0;
+    let answers = false;
+    const outage = new RedisOutage(
+      logger,
+      'limiting per node',
+      async () => {
+        probes++;
+        if (!answers) throw new Error('Command timed out');
+      },
+      5,
+    );
+    await sleep(30);
+    expect([outage.down, probes]).toEqual([false, 0]);
+
+    outage.failed(new Error('Command timed out'));
+    outage.failed(new Error('Command timed out')); // a second failure does not start a second probe
+    expect(outage.down).toBe(true);
+    await sleep(60);
+    expect(outage.down).toBe(true);
+    const failedProbes = probes;
+    expect(failedProbes).toBeGreaterThanOrEqual(2);
+    expect(failedProbes).toBeLessThanOrEqual(12); // one every 5 ms at most, not one per failure
+
+    answers = true;
+    for (let i = 0; i < 100 && outage.down; i++) await sleep(5);
+    expect(outage.down).toBe(false);
+    const afterBack = probes;
+    await sleep(30);
+    expect(probes).toBe(afterBack);
+    expect(lines).toEqual([
+      'warn Redis unavailable (Command timed out); limiting per node until it returns',
+      'warn Redis is back; limits are shared again',
+    ]);
+  });
+
+  it('stops probing when closed', async () => {
+    const { logger } = recorder();
+    let probes = 0;
+    const outage = new RedisOutage(
+      logger,
+      'limiting per node',
+      async () => {
+        probes++;
+        throw new Error('down');
+      },
+      5,
+    );
+    outage.failed(new Error('down'));
+    outage.close();
+    await sleep(40);
+    expect(probes).toBe(0);
+    expect(outage.down).toBe(true);
   });
 });

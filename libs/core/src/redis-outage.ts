@@ -1,27 +1,75 @@
 import type { Logger } from '@nestjs/common';
 
+/** How often a Redis that failed is asked (`PING`) whether it answers again. */
+export const REDIS_PROBE_MS = 1_000;
+
 /**
- * One warning when a limiter loses Redis and one line when it is back, instead of one per request:
- * a limiter outage is a state, not a stream of events.
+ * A limiter's Redis, up or down. A command that fails puts it down; while it is down the limiter
+ * keeps its per-node fallback and sends Redis nothing on a request's path (`down`), and a probe
+ * asks every `REDIS_PROBE_MS` whether it answers again. A Redis that is frozen rather than gone (a
+ * stalled host or fork, a partition that resets nothing) answers no command until its timeout
+ * (500 ms): without this every request would wait that long, and under load the waiting queue
+ * grew for as long as the freeze lasted.
+ *
+ * One warning when it goes down and one line when it is back, instead of one per request: a
+ * limiter outage is a state, not a stream of events.
  */
 export class RedisOutage {
-  private down = false;
+  private isDown = false;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private closed = false;
 
   constructor(
     private readonly logger: Logger,
     /** What the limiter does meanwhile, e.g. "limiting per node". */
     private readonly meanwhile: string,
+    /** Resolves when Redis answers (a `PING` on the limiter's connection). */
+    private readonly probe: () => Promise<unknown>,
+    private readonly probeMs = REDIS_PROBE_MS,
   ) {}
 
+  /** Redis failed and has not answered since: use the per-node fallback without asking it. */
+  get down(): boolean {
+    return this.isDown;
+  }
+
   failed(error: unknown): void {
-    if (this.down) return;
-    this.down = true;
+    if (this.isDown) return;
+    this.isDown = true;
     this.logger.warn(`Redis unavailable (${(error as Error).message}); ${this.meanwhile} until it returns`);
+    this.scheduleProbe();
   }
 
   succeeded(): void {
-    if (!this.down) return;
-    this.down = false;
-    this.logger.log('Redis is back; limits are shared again');
+    if (!this.isDown) return;
+    this.isDown = false;
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+    // warn, as the line that opened the outage: Nest's `log` is pino's debug, not written at info.
+    this.logger.warn('Redis is back; limits are shared again');
+  }
+
+  /** Stops probing (shutdown). */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+  }
+
+  private scheduleProbe(): void {
+    if (this.closed || this.probeTimer !== undefined) return;
+    this.probeTimer = setTimeout(() => {
+      this.probe().then(
+        () => {
+          this.probeTimer = undefined;
+          this.succeeded();
+        },
+        () => {
+          this.probeTimer = undefined;
+          if (this.isDown) this.scheduleProbe();
+        },
+      );
+    }, this.probeMs);
+    this.probeTimer.unref();
   }
 }
