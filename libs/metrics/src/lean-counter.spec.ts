@@ -1,27 +1,14 @@
-import { Counter, type OpenMetricsContentType, Registry } from 'prom-client';
+import { Counter } from 'prom-client';
+import { expectSameExport, promPair } from '../../../test/support/prom-pair';
 import { LeanCounter } from './lean-counter';
 
 /** The same counter twice: prom-client's and LeanCounter, each on a text and an OpenMetrics registry. */
 function pair(labelNames: string[] = []) {
-  const openMetrics = () => {
-    const registry = new Registry<OpenMetricsContentType>();
-    registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-    return registry;
-  };
-  const promRegistry = { text: new Registry(), open: openMetrics() };
-  const leanRegistry = { text: new Registry(), open: openMetrics() };
   const config = { name: 'roost_test_total', help: 'A test counter.', labelNames };
-  const prom = new Counter({ ...config, registers: [promRegistry.text, promRegistry.open] });
-  const lean = new LeanCounter({ ...config, registers: [leanRegistry.text, leanRegistry.open] });
-  return { prom, lean, promRegistry, leanRegistry };
-}
-
-type Registries = ReturnType<typeof pair>['promRegistry'];
-
-async function expectSameExport(prom: Registries, lean: Registries): Promise<void> {
-  expect(await lean.text.metrics()).toBe(await prom.text.metrics());
-  expect(await lean.open.metrics()).toBe(await prom.open.metrics());
-  expect(await lean.text.getMetricsAsJSON()).toEqual(await prom.text.getMetricsAsJSON());
+  return promPair(
+    (registers) => new Counter({ ...config, registers }),
+    (registers) => new LeanCounter({ ...config, registers }),
+  );
 }
 
 describe('LeanCounter exports what prom-client Counter exports', () => {

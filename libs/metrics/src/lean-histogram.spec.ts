@@ -1,34 +1,16 @@
-import { Histogram, type OpenMetricsContentType, Registry } from 'prom-client';
+import { Histogram, Registry } from 'prom-client';
+import { expectSameExport, promPair } from '../../../test/support/prom-pair';
 import { LeanHistogram } from './lean-histogram';
 
 const BUCKETS = [0.0005, 0.001, 0.005, 0.01, 0.1, 1];
 
-/** The same metric twice: prom-client's Histogram and LeanHistogram, each on its own registry. */
+/** The same metric twice: prom-client's Histogram and LeanHistogram, each on its own registries. */
 function pair(labelNames: string[] = []) {
-  const openMetrics = () => {
-    const registry = new Registry<OpenMetricsContentType>();
-    registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-    return registry;
-  };
-  const promRegistry = { text: new Registry(), open: openMetrics() };
-  const leanRegistry = { text: new Registry(), open: openMetrics() };
-  const config = { name: 'roost_test_seconds', help: 'A test histogram.', buckets: BUCKETS };
-  const prom = new Histogram({
-    ...config,
-    labelNames,
-    registers: [promRegistry.text, promRegistry.open],
-  });
-  const lean = new LeanHistogram({ ...config, labelNames, registers: [leanRegistry.text, leanRegistry.open] });
-  return { prom, lean, promRegistry, leanRegistry };
-}
-
-type Registries = ReturnType<typeof pair>['promRegistry'];
-
-/** The text format, OpenMetrics and the registry's JSON: the same for both. */
-async function expectSameExport(prom: Registries, lean: Registries): Promise<void> {
-  expect(await lean.text.metrics()).toBe(await prom.text.metrics());
-  expect(await lean.open.metrics()).toBe(await prom.open.metrics());
-  expect(await lean.text.getMetricsAsJSON()).toEqual(await prom.text.getMetricsAsJSON());
+  const config = { name: 'roost_test_seconds', help: 'A test histogram.', buckets: BUCKETS, labelNames };
+  return promPair(
+    (registers) => new Histogram({ ...config, registers }),
+    (registers) => new LeanHistogram({ ...config, registers }),
+  );
 }
 
 /** Values on, between, below and above the bounds, and negative. */
