@@ -495,9 +495,10 @@ describe('a frozen Redis (SIGSTOP: connections open, nothing answers) under load
     expect(handshakeMs).toBeLessThan(1_500);
     expect(bad.status).toBe(401);
     expect(badMs).toBeLessThan(1_500);
-    // Every probe passed, each well within the chart's 3 s probe timeout.
+    // Every probe passed within the chart's 3 s probe timeout (`readyz` gives up then: status 0).
+    // During the freeze a probe takes the readiness check's 2 s bound on the Redis ping.
     for (const [name, answers] of probes.answers) {
-      expect({ name, failed: answers.filter((a) => a.status !== 200 || a.ms >= 2_500) }).toEqual({ name, failed: [] });
+      expect({ name, failed: answers.filter((a) => a.status !== 200) }).toEqual({ name, failed: [] });
     }
     // Every 202 reaches the socket once Redis answers again (or by backfill from Postgres).
     await socket.until(
