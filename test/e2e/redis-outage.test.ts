@@ -448,6 +448,7 @@ describe('a frozen Redis (SIGSTOP: connections open, nothing answers) under load
     const probes = probeEvery(nodes, 1_000, () => loading);
 
     await sleep(1_500);
+    const errorsBefore = (await metric(api, 'roost_redis_errors_total{component="rate_limit"}')) ?? 0;
     const frozenAt = Date.now();
     redis.pause();
     await sleep(2_000);
@@ -461,6 +462,7 @@ describe('a frozen Redis (SIGSTOP: connections open, nothing answers) under load
     const bad = await client.get('/mailbox', `bad-${ulid()}`);
     const badMs = Date.now() - badStarted;
     await sleep(Math.max(0, frozenAt + FREEZE_MS - Date.now()));
+    const errorsFrozen = (await metric(api, 'roost_redis_errors_total{component="rate_limit"}')) ?? 0;
     const resumedAt = Date.now();
     redis.resume();
     await until(
@@ -484,6 +486,7 @@ describe('a frozen Redis (SIGSTOP: connections open, nothing answers) under load
           .slice(0, 10),
         handshakeMs,
         badMs,
+        rateLimitErrors: errorsFrozen - errorsBefore,
         probes: Object.fromEntries(probes.answers),
       });
     }
@@ -492,6 +495,10 @@ describe('a frozen Redis (SIGSTOP: connections open, nothing answers) under load
     // that the limiter knows Redis is not answering and no send waits on it until it answers again.
     expect(during.length).toBeGreaterThan(50);
     expect(slow.length).toBeLessThanOrEqual(2);
+    // The failures are still counted while no request asks Redis: the failed call, then each failed
+    // probe (one every 1.5 s: a second apart, each waiting its 500 ms timeout), so an alert on the
+    // counter's rate (RoostRedisErrors) holds for the whole outage.
+    expect(errorsFrozen - errorsBefore).toBeGreaterThanOrEqual(4);
     expect(handshakeMs).toBeLessThan(1_500);
     expect(bad.status).toBe(401);
     expect(badMs).toBeLessThan(1_500);

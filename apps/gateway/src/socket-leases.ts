@@ -58,8 +58,11 @@ export interface SocketLease {
 @Injectable()
 export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('ws-limit');
-  private readonly outage = new RedisOutage(this.logger, 'sockets per agent are capped per gateway', () =>
-    this.redis!.ping(),
+  private readonly outage = new RedisOutage(
+    this.logger,
+    'sockets per agent are capped per gateway',
+    () => this.redis!.ping(),
+    () => this.metrics.redisErrors.inc({ component: 'ws_limit' }),
   );
   private readonly redis: LeaseRedis | undefined;
   private readonly gatewayId = ulid();

@@ -26,8 +26,11 @@ const MAX_TRACKED = 100_000;
 @Injectable()
 export class AuthFailLimiter implements OnApplicationShutdown {
   private readonly logger = new Logger('auth-fail-limit');
-  private readonly outage = new RedisOutage(this.logger, 'auth failures are limited per node', () =>
-    this.redis!.ping(),
+  private readonly outage = new RedisOutage(
+    this.logger,
+    'auth failures are limited per node',
+    () => this.redis!.ping(),
+    () => this.metrics.redisErrors.inc({ component: 'auth_fail_limit' }),
   );
   private readonly redis: BucketsRedis | undefined;
   private readonly addresses: ClientAddresses;

@@ -86,7 +86,12 @@ export class RateLimiter implements OnApplicationShutdown {
       redis.defineCommand('roostTokenBuckets', { lua: TOKEN_BUCKETS });
       this.redis = redis as BucketsRedis;
     }
-    this.outage = new RedisOutage(this.logger, 'agent requests are limited per node', () => this.redis!.ping());
+    this.outage = new RedisOutage(
+      this.logger,
+      'agent requests are limited per node',
+      () => this.redis!.ping(),
+      () => this.metrics.redisErrors.inc({ component: 'rate_limit' }),
+    );
   }
 
   /** Take one token for the agent or throw 429 RATE_LIMITED with the seconds to wait. */

@@ -30,6 +30,7 @@ describe('RedisOutage', () => {
   it('is down from the first failure until a probe answers; one probe at a time, none while up', async () => {
     const { lines, logger } = recorder();
     let probes = 0;
+    let counted = 0;
     let answers = false;
     const outage = new RedisOutage(
       logger,
@@ -38,6 +39,7 @@ describe('RedisOutage', () => {
         probes++;
         if (!answers) throw new Error('Command timed out');
       },
+      () => counted++,
       5,
     );
     await sleep(30);
@@ -56,6 +58,7 @@ describe('RedisOutage', () => {
     answers = true;
     for (let i = 0; i < 100 && outage.down; i++) await sleep(5);
     expect(outage.down).toBe(false);
+    expect(counted).toBe(probes - 1); // every probe but the one that found Redis back
     const afterBack = probes;
     await sleep(30);
     expect(probes).toBe(afterBack);
@@ -75,6 +78,7 @@ describe('RedisOutage', () => {
         probes++;
         throw new Error('down');
       },
+      () => undefined,
       5,
     );
     outage.failed(new Error('down'));

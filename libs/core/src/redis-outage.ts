@@ -25,6 +25,12 @@ export class RedisOutage {
     private readonly meanwhile: string,
     /** Resolves when Redis answers (a `PING` on the limiter's connection). */
     private readonly probe: () => Promise<unknown>,
+    /**
+     * Counts a probe that failed, as the limiter counts its failed commands
+     * (`roost_redis_errors_total`): the counter keeps rising while Redis is down, though no
+     * request asks it, so an alert on its rate holds for the whole outage.
+     */
+    private readonly probeFailed: () => void = () => undefined,
     private readonly probeMs = REDIS_PROBE_MS,
   ) {}
 
@@ -66,6 +72,7 @@ export class RedisOutage {
         },
         () => {
           this.probeTimer = undefined;
+          this.probeFailed();
           if (this.isDown) this.scheduleProbe();
         },
       );
