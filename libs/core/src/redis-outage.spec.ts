@@ -68,6 +68,32 @@ describe('RedisOutage', () => {
     ]);
   });
 
+  it('a probe in flight when Redis came back and failed again goes on alone: never two chains of probes', async () => {
+    const { logger } = recorder();
+    const inFlight: Array<{ resolve: () => void; reject: (error: Error) => void }> = [];
+    const outage = new RedisOutage(
+      logger,
+      'limiting per node',
+      () => new Promise<void>((resolve, reject) => inFlight.push({ resolve, reject })),
+      () => undefined,
+      5,
+    );
+    outage.failed(new Error('Command timed out'));
+    for (let i = 0; i < 400 && inFlight.length === 0; i++) await sleep(5);
+    expect(inFlight).toHaveLength(1);
+    outage.succeeded(); // another command answered while the probe waits
+    outage.failed(new Error('Command timed out')); // and the next one failed
+    inFlight[0].reject(new Error('Command timed out'));
+    for (let i = 0; i < 400 && inFlight.length < 2; i++) await sleep(5);
+    await sleep(40); // a second chain would have started a third probe by now
+    expect(inFlight).toHaveLength(2);
+    expect(outage.down).toBe(true);
+    inFlight[1].resolve();
+    for (let i = 0; i < 400 && outage.down; i++) await sleep(5);
+    expect(outage.down).toBe(false);
+    outage.close();
+  });
+
   it('stops probing when closed', async () => {
     const { logger } = recorder();
     let probes = 0;

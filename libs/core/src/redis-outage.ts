@@ -16,6 +16,8 @@ export const REDIS_PROBE_MS = 1_000;
  */
 export class RedisOutage {
   private isDown = false;
+  /** A probe is due (its timer) or in flight: one chain of probes at a time. */
+  private probing = false;
   private probeTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -49,8 +51,7 @@ export class RedisOutage {
   succeeded(): void {
     if (!this.isDown) return;
     this.isDown = false;
-    clearTimeout(this.probeTimer);
-    this.probeTimer = undefined;
+    this.cancelDueProbe();
     // warn, as the line that opened the outage: Nest's `log` is pino's debug, not written at info.
     this.logger.warn('Redis is back; limits are shared again');
   }
@@ -58,25 +59,37 @@ export class RedisOutage {
   /** Stops probing (shutdown). */
   close(): void {
     this.closed = true;
-    clearTimeout(this.probeTimer);
-    this.probeTimer = undefined;
+    this.cancelDueProbe();
   }
 
+  /**
+   * A probe `probeMs` from now, unless one is due or in flight. A probe in flight when Redis came
+   * back (another command answered) and failed again goes on: its answer decides.
+   */
   private scheduleProbe(): void {
-    if (this.closed || this.probeTimer !== undefined) return;
+    if (this.closed || this.probing) return;
+    this.probing = true;
     this.probeTimer = setTimeout(() => {
+      this.probeTimer = undefined;
       this.probe().then(
         () => {
-          this.probeTimer = undefined;
+          this.probing = false;
           this.succeeded();
         },
         () => {
-          this.probeTimer = undefined;
+          this.probing = false;
           this.probeFailed();
           if (this.isDown) this.scheduleProbe();
         },
       );
     }, this.probeMs);
     this.probeTimer.unref();
+  }
+
+  private cancelDueProbe(): void {
+    if (this.probeTimer === undefined) return;
+    clearTimeout(this.probeTimer);
+    this.probeTimer = undefined;
+    this.probing = false;
   }
 }
