@@ -94,57 +94,59 @@ async function send(url: string, token: string, to: string, n: number): Promise<
   }
 }
 
+interface OutageNodes {
+  adminToken: string;
+  database: { url: string; drop: () => Promise<void> };
+  redis: RedisServer;
+  nodes: TestProcess[];
+}
+
 /**
  * One process per role on a fresh database and a private Redis, logging at info, the limiter on
  * but high enough never to refuse: every send takes a token from Redis first, so it meets the
- * outage on every request.
+ * outage on every request. Started before the describe's tests and stopped after them (Redis let
+ * go first, should a test have left it frozen); the fields are set once `beforeAll` has run.
  */
-async function outageNodes(
-  roles: ReadonlyArray<'api' | 'gateway' | 'worker'>,
-  adminToken: string,
-): Promise<{ database: { url: string; drop: () => Promise<void> }; redis: RedisServer; nodes: TestProcess[] }> {
-  const database = await createTestDatabase('roost_e2e');
-  const redis = await RedisServer.start();
-  const env = {
-    DATABASE_URL: database.url,
-    REDIS_URL: redis.url,
-    ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
-    ROOST_ADMIN_TOKEN: adminToken,
-    ROOST_LOG_LEVEL: 'info',
-    ROOST_HOST: '127.0.0.1',
-    ROOST_RATE_LIMIT_PER_S: '10000',
-    ROOST_RATE_LIMIT_BURST: '10000',
-    ROOST_WS_SWEEP_INTERVAL_MS: '1000',
-  };
-  const nodes = await startAll(
-    roles.map((role, i) => ({
-      name: `${role}-${i}`,
-      env: { ...env, ROOST_ROLE: role },
-      recordStdout: true,
-      keepLines: 300,
-      startTimeoutMs: 90_000,
-    })),
-  );
-  return { database, redis, nodes };
+function outageNodes(roles: ReadonlyArray<'api' | 'gateway' | 'worker'>): OutageNodes {
+  const cluster = { adminToken: `admin-${ulid()}`, nodes: [] } as unknown as OutageNodes;
+  beforeAll(async () => {
+    cluster.database = await createTestDatabase('roost_e2e');
+    cluster.redis = await RedisServer.start();
+    const env = {
+      DATABASE_URL: cluster.database.url,
+      REDIS_URL: cluster.redis.url,
+      ROOST_REDIS_PREFIX: `roost-e2e:${ulid()}:`,
+      ROOST_ADMIN_TOKEN: cluster.adminToken,
+      ROOST_LOG_LEVEL: 'info',
+      ROOST_HOST: '127.0.0.1',
+      ROOST_RATE_LIMIT_PER_S: '10000',
+      ROOST_RATE_LIMIT_BURST: '10000',
+      ROOST_WS_SWEEP_INTERVAL_MS: '1000',
+    };
+    cluster.nodes = await startAll(
+      roles.map((role, i) => ({
+        name: `${role}-${i}`,
+        env: { ...env, ROOST_ROLE: role },
+        recordStdout: true,
+        keepLines: 300,
+        startTimeoutMs: 90_000,
+      })),
+    );
+  });
+  afterAll(async () => {
+    cluster.redis?.resume();
+    await stopAll(cluster.nodes);
+    await cluster.redis?.kill();
+    await cluster.database?.drop();
+  });
+  return cluster;
 }
 
 describe('a Redis outage under load: api and gateway stay ready and keep serving, the worker is unready, logs say it once', () => {
-  let database: { url: string; drop: () => Promise<void> };
-  let redis: RedisServer;
-  let nodes: TestProcess[] = [];
-  const adminToken = `admin-${ulid()}`;
-
-  beforeAll(async () => {
-    ({ database, redis, nodes } = await outageNodes(['api', 'api', 'gateway', 'worker'], adminToken));
-  });
-
-  afterAll(async () => {
-    await stopAll(nodes);
-    await redis?.kill();
-    await database?.drop();
-  });
+  const cluster = outageNodes(['api', 'api', 'gateway', 'worker']);
 
   it('Redis killed for 25 s: every kubelet probe of api/gateway passes, worker 503, every 202 delivered, one log line each way', async () => {
+    const { adminToken, redis, nodes } = cluster;
     const [api0, api1, gateway, worker] = nodes;
     const served = [api0, api1, gateway];
     const client = new TestClient(api0.url);
@@ -405,23 +407,10 @@ function probeEvery(
 }
 
 describe('a frozen Redis (SIGSTOP: connections open, nothing answers) under load', () => {
-  let database: { url: string; drop: () => Promise<void> };
-  let redis: RedisServer;
-  let nodes: TestProcess[] = [];
-  const adminToken = `admin-${ulid()}`;
-
-  beforeAll(async () => {
-    ({ database, redis, nodes } = await outageNodes(['api', 'gateway'], adminToken));
-  });
-
-  afterAll(async () => {
-    redis?.resume();
-    await stopAll(nodes);
-    await redis?.kill();
-    await database?.drop();
-  });
+  const cluster = outageNodes(['api', 'gateway']);
 
   it('sends stay 202 without waiting on it, probes pass, handshakes and bad tokens are answered, every 202 arrives after', async () => {
+    const { adminToken, redis, nodes } = cluster;
     const FREEZE_MS = 8_000;
     const [api, gateway] = nodes;
     const client = new TestClient(api.url);

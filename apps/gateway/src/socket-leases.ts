@@ -1,7 +1,7 @@
 import { Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import Redis from 'ioredis';
+import type Redis from 'ioredis';
 import { InjectConfig, type Config } from '#config';
-import { RedisOutage } from '#core';
+import { limiterRedis, type RedisOutage } from '#core';
 import { AsmtpError, ulid } from '#domain';
 import { Metrics } from '#metrics';
 
@@ -58,12 +58,7 @@ export interface SocketLease {
 @Injectable()
 export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
   private readonly logger = new Logger('ws-limit');
-  private readonly outage = new RedisOutage(
-    this.logger,
-    'sockets per agent are capped per gateway',
-    () => this.redis!.ping(),
-    () => this.metrics.redisErrors.inc({ component: 'ws_limit' }),
-  );
+  private readonly outage: RedisOutage;
   private readonly redis: LeaseRedis | undefined;
   private readonly gatewayId = ulid();
   private readonly held = new Map<number, Set<string>>();
@@ -78,17 +73,16 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
   ) {
     this.max = config.gateway.maxSocketsPerAgent;
     this.prefix = `${config.redisPrefix}ws:sockets:`;
-    if (config.redisUrl !== null && this.max > 0) {
-      const redis = new Redis(config.redisUrl, {
-        maxRetriesPerRequest: 1,
-        enableOfflineQueue: false,
-        commandTimeout: 500,
-      });
-      redis.on('error', () => undefined);
-      redis.defineCommand('roostAcquireLease', { numberOfKeys: 1, lua: ACQUIRE });
-      redis.defineCommand('roostRenewLeases', { numberOfKeys: 1, lua: RENEW });
-      this.redis = redis as LeaseRedis;
-    }
+    ({ redis: this.redis, outage: this.outage } = limiterRedis<LeaseRedis>({
+      url: this.max > 0 ? config.redisUrl : null,
+      scripts: {
+        roostAcquireLease: { numberOfKeys: 1, lua: ACQUIRE },
+        roostRenewLeases: { numberOfKeys: 1, lua: RENEW },
+      },
+      logger: this.logger,
+      meanwhile: 'sockets per agent are capped per gateway',
+      countError: () => this.metrics.redisErrors.inc({ component: 'ws_limit' }),
+    }));
   }
 
   onModuleInit(): void {

@@ -1,11 +1,11 @@
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
-import Redis from 'ioredis';
 import { InjectConfig, type Config } from '#config';
 import { AsmtpError } from '#domain';
 import { Metrics } from '#metrics';
 import { ClientAddresses } from './client-address';
 import { type BucketsRedis, TOKEN_BUCKETS } from './rate-limiter';
-import { RedisOutage } from './redis-outage';
+import { limiterRedis } from './limiter-redis';
+import type { RedisOutage } from './redis-outage';
 
 interface Bucket {
   tokens: number;
@@ -26,12 +26,7 @@ const MAX_TRACKED = 100_000;
 @Injectable()
 export class AuthFailLimiter implements OnApplicationShutdown {
   private readonly logger = new Logger('auth-fail-limit');
-  private readonly outage = new RedisOutage(
-    this.logger,
-    'auth failures are limited per node',
-    () => this.redis!.ping(),
-    () => this.metrics.redisErrors.inc({ component: 'auth_fail_limit' }),
-  );
+  private readonly outage: RedisOutage;
   private readonly redis: BucketsRedis | undefined;
   private readonly addresses: ClientAddresses;
   private readonly blockedUntil = new Map<string, number>();
@@ -48,16 +43,13 @@ export class AuthFailLimiter implements OnApplicationShutdown {
     this.burst = config.authFail.burst;
     this.prefix = `${config.redisPrefix}authfail:`;
     this.addresses = new ClientAddresses(config.trustedProxies);
-    if (config.redisUrl !== null && this.perSecond > 0) {
-      const redis = new Redis(config.redisUrl, {
-        maxRetriesPerRequest: 1,
-        enableOfflineQueue: false,
-        commandTimeout: 500,
-      });
-      redis.on('error', () => undefined);
-      redis.defineCommand('roostTokenBuckets', { lua: TOKEN_BUCKETS });
-      this.redis = redis as BucketsRedis;
-    }
+    ({ redis: this.redis, outage: this.outage } = limiterRedis<BucketsRedis>({
+      url: this.perSecond > 0 ? config.redisUrl : null,
+      scripts: { roostTokenBuckets: { lua: TOKEN_BUCKETS } },
+      logger: this.logger,
+      meanwhile: 'auth failures are limited per node',
+      countError: () => this.metrics.redisErrors.inc({ component: 'auth_fail_limit' }),
+    }));
   }
 
   /** The address a request's auth failures count against (`X-Forwarded-For` from trusted proxies only). */

@@ -8,6 +8,7 @@ export * from './clock';
 export * from './content-guard';
 export * from './core.module';
 export * from './envelope-input';
+export * from './limiter-redis';
 export * from './rate-limiter';
 export * from './redis-outage';
 export * from './unknown-tokens';

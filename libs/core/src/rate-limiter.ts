@@ -1,10 +1,11 @@
 import { Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
-import Redis from 'ioredis';
+import type Redis from 'ioredis';
 import { InjectConfig, type Config } from '#config';
 import { AsmtpError } from '#domain';
 import { Metrics } from '#metrics';
 import { Coalescer } from './coalescer';
-import { RedisOutage } from './redis-outage';
+import { limiterRedis } from './limiter-redis';
+import type { RedisOutage } from './redis-outage';
 
 /**
  * Token buckets (EXTENSIONS.md §7): `burst` tokens, refilled at `perSecond`, one atomic script on
@@ -76,22 +77,13 @@ export class RateLimiter implements OnApplicationShutdown {
     this.perSecond = config.rateLimit.perSecond;
     this.burst = config.rateLimit.burst;
     this.prefix = `${config.redisPrefix}ratelimit:`;
-    if (config.redisUrl !== null && this.perSecond > 0) {
-      const redis = new Redis(config.redisUrl, {
-        maxRetriesPerRequest: 1,
-        enableOfflineQueue: false,
-        commandTimeout: 500,
-      });
-      redis.on('error', () => undefined);
-      redis.defineCommand('roostTokenBuckets', { lua: TOKEN_BUCKETS });
-      this.redis = redis as BucketsRedis;
-    }
-    this.outage = new RedisOutage(
-      this.logger,
-      'agent requests are limited per node',
-      () => this.redis!.ping(),
-      () => this.metrics.redisErrors.inc({ component: 'rate_limit' }),
-    );
+    ({ redis: this.redis, outage: this.outage } = limiterRedis<BucketsRedis>({
+      url: this.perSecond > 0 ? config.redisUrl : null,
+      scripts: { roostTokenBuckets: { lua: TOKEN_BUCKETS } },
+      logger: this.logger,
+      meanwhile: 'agent requests are limited per node',
+      countError: () => this.metrics.redisErrors.inc({ component: 'rate_limit' }),
+    }));
   }
 
   /** Take one token for the agent or throw 429 RATE_LIMITED with the seconds to wait. */
