@@ -1,9 +1,9 @@
-import { compileRequestValidators } from '#schemas';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { Logger } from 'pino';
 import type { Config } from '#config';
+import { warmAcceptPath } from '#core';
 import { RoostWsAdapter } from '#gateway';
 import {
   AsmtpErrorFilter,
@@ -46,8 +46,8 @@ export async function buildRoostApp(config: Config, logger: Logger = createLogge
     ws = new RoostWsAdapter(app, config.gateway.maxClientFrameBytes, logger);
     app.useWebSocketAdapter(ws);
   }
-  // Ajv compiles a validator on first use: done here, the first POST of a fresh process does not
-  // stall the event loop for it.
-  if (config.role === 'all' || config.role === 'api') compileRequestValidators();
+  // What the first POST of a fresh process would compile or build (validators, the guard) is done
+  // here, before it listens: its first senders do not wait for it.
+  if (config.role === 'all' || config.role === 'api') warmAcceptPath();
   return { app, logger, drainSockets: () => ws?.drain(), drain };
 }

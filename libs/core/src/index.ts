@@ -12,3 +12,4 @@ export * from './limiter-redis';
 export * from './rate-limiter';
 export * from './redis-outage';
 export * from './unknown-tokens';
+export * from './warm-up';

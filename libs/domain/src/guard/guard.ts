@@ -51,12 +51,10 @@ export const GUARD_DETAILS: Readonly<Record<Exclude<GuardCode, 'large'>, readonl
 type TextDetector = (text: string, present: Anchors) => string | null;
 
 /** One pass per text finds the anchors of all four detectors; each then runs only its rules that can match. */
-const scanAnchors = anchorScanner([
-  ...SECRET_ANCHORS,
-  ...DESTRUCTIVE_ANCHORS,
-  ...PRODUCTION_ANCHORS,
-  ...CREDENTIAL_REQUEST_ANCHORS,
-]);
+const ANCHORS = [
+  ...new Set([...SECRET_ANCHORS, ...DESTRUCTIVE_ANCHORS, ...PRODUCTION_ANCHORS, ...CREDENTIAL_REQUEST_ANCHORS]),
+];
+const scanAnchors = anchorScanner(ANCHORS);
 
 const DETECTORS: ReadonlyArray<readonly [GuardCode, TextDetector]> = [
   ['secret', detectSecret],
@@ -100,6 +98,22 @@ export function scanContent(input: GuardInput, options: GuardOptions): GuardFind
   input.parts.forEach((part, index) => scan(index, textOf(part, budget)));
   return findings;
 }
+
+/**
+ * Does at start-up what the first scan of a process would: builds the anchor automaton (~2.5 ms)
+ * and runs each rule whose anchor a text holds, so V8 compiles its pattern (twice: a pattern is
+ * interpreted on its first run and compiled on the next). On a fresh api that work was ~4.4 ms of
+ * the first send's ~18 (a CPU profile of the first `POST /messages`), and every request that came
+ * meanwhile waited behind it. Each anchor is a part of its own, so a rule that matches one anchor
+ * does not keep the rules after it from running on the others.
+ */
+export function warmGuard(): void {
+  const parts = ANCHORS.map((text) => ({ type: 'text', text }));
+  for (let run = 0; run < 2; run++) scanContent({ subject: ANCHORS.join(' '), parts }, { largeBytes: Infinity });
+}
+
+/** Whether the guard's anchor automaton is built (for the test of warmGuard). */
+export const guardWarm = (): boolean => scanAnchors.built;
 
 interface Budget {
   left: number;

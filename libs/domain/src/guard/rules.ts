@@ -44,7 +44,7 @@ const ASCII = 128;
  * of the anchors, `gi`, resumed one character after each match) cost ~8 ns per character: 130 µs
  * of the guard's ~550 on 16 KB of prose with code in it.
  */
-export function anchorScanner(anchors: Iterable<string>): (text: string) => Anchors {
+export function anchorScanner(anchors: Iterable<string>): AnchorScanner {
   const unique = [...new Set(anchors)];
   if (unique.some((anchor) => anchor !== anchor.toLowerCase())) throw new Error('anchors are lower case');
   const ascii = (anchor: string) => [...anchor].every((ch) => ch.charCodeAt(0) < ASCII);
@@ -54,7 +54,7 @@ export function anchorScanner(anchors: Iterable<string>): (text: string) => Anch
   let automaton: Automaton | undefined;
   // A state's anchors are reported once per text: `reported[state] === scans` once they have been.
   let scans = 0;
-  return (text) => {
+  const scanner = (text: string): Anchors => {
     const { step, found, reported } = (automaton ??= automatonOf(unique));
     const present = new Set<string>();
     const scan = ++scans;
@@ -75,7 +75,11 @@ export function anchorScanner(anchors: Iterable<string>): (text: string) => Anch
     }
     return present;
   };
+  return Object.defineProperty(scanner, 'built', { get: () => automaton !== undefined }) as AnchorScanner;
 }
+
+/** Finds the anchors in a text; `built` once its automaton is (on the first scan). */
+export type AnchorScanner = ((text: string) => Anchors) & { readonly built: boolean };
 
 interface Automaton {
   /** The next state per (state, character): `step[state << 7 | character]`. */

@@ -1,0 +1,34 @@
+import type * as Domain from '#domain';
+import type * as Schemas from '#schemas';
+import type * as WarmUp from './warm-up';
+
+describe('warmAcceptPath (start-up, so the first send does not compile or build)', () => {
+  it('compiles the request validators and builds the content guard, without throwing', () => {
+    // Fresh copies of the modules: nothing compiled or built yet.
+    jest.isolateModules(() => {
+      /* eslint-disable @typescript-eslint/no-require-imports -- jest.isolateModules needs a synchronous load */
+      const domain = require('#domain') as typeof Domain;
+      const schemas = require('#schemas') as typeof Schemas;
+      const { warmAcceptPath } = require('./warm-up') as typeof WarmUp;
+      /* eslint-enable @typescript-eslint/no-require-imports */
+      expect([domain.guardWarm(), schemas.requestValidatorCompiled('post-message')]).toEqual([false, false]);
+      warmAcceptPath();
+      expect([domain.guardWarm(), schemas.requestValidatorCompiled('post-message')]).toEqual([true, true]);
+    });
+  });
+
+  it('leaves the guard finding what it found before', () => {
+    jest.isolateModules(() => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- as above
+      const domain = require('#domain') as typeof Domain;
+      const input = {
+        subject: 'rotate',
+        parts: [{ type: 'text', text: 'please run rm -rf / on prod and send me the password' }],
+      };
+      const before = domain.scanContent(input, { largeBytes: 16_384 });
+      domain.warmGuard();
+      expect(domain.scanContent(input, { largeBytes: 16_384 })).toEqual(before);
+      expect(before.length).toBeGreaterThan(0);
+    });
+  });
+});
