@@ -2,13 +2,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { startAll, stopAll, type TestProcess } from '../support/processes';
+import { readyz, startAll, stopAll, type TestProcess } from '../support/processes';
 import { RedisServer } from './cluster';
 
 /**
  * A Redis restart without persistence forgets BullMQ's job schedulers. The worker must upsert them
  * again when its connection comes back, or no schedule fires until some worker restarts (found by
  * `npm run chaos`: every schedule stuck `active` after the run's last Redis restart).
+ *
+ * A frozen Redis (SIGSTOP: its connections stay open, nothing answers) is the other outage: the
+ * worker's commands wait instead of failing. It must stay alive for the kubelet while it lasts
+ * (`/healthz` answered within the chart's 3 s timeout, so no restart), say it is not ready, and
+ * fire its schedules again once Redis answers.
  */
 
 jest.setTimeout(90_000);
@@ -42,6 +47,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  redis?.resume();
   await stopAll(nodes);
   await redis?.kill();
   await database?.drop();
@@ -64,9 +70,10 @@ async function waitForRuns(token: string, id: string, atLeast: number, timeoutMs
   }
 }
 
-test('schedules keep firing after Redis restarts empty, without restarting the worker', async () => {
+/** An owner and an inbox, and a schedule sending every simulated minute (one real second). */
+async function everySecond(prefix: string): Promise<{ owner: string; id: string }> {
   const tokens: Record<string, string> = {};
-  for (const handle of ['@wr.owner', '@wr.inbox']) {
+  for (const handle of [`@${prefix}.owner`, `@${prefix}.inbox`]) {
     const reply = await client.post('/_admin/agents', { handle, policy: 'open' }, adminToken);
     expect(reply.status).toBe(201);
     tokens[handle] = reply.body.token as string;
@@ -74,21 +81,63 @@ test('schedules keep firing after Redis restarts empty, without restarting the w
   const created = await client.post(
     '/schedules',
     {
-      envelope: { to: ['@wr.inbox'], content_parts: [{ type: 'text', text: 'tick' }] },
+      envelope: { to: [`@${prefix}.inbox`], content_parts: [{ type: 'text', text: 'tick' }] },
       interval_ms: 60_000,
       max_count: 10_000,
     },
-    tokens['@wr.owner'],
+    tokens[`@${prefix}.owner`],
   );
   expect(created.status).toBe(201);
-  const id = created.body.id as string;
+  return { owner: tokens[`@${prefix}.owner`], id: created.body.id as string };
+}
 
-  await waitForRuns(tokens['@wr.owner'], id, 2, 20_000);
+/** `/healthz` as the kubelet's liveness probe asks it: answered within 3 s, or a failure. */
+async function healthz(node: TestProcess): Promise<number> {
+  try {
+    return (await fetch(`${node.url}/healthz`, { signal: AbortSignal.timeout(3_000) })).status;
+  } catch {
+    return 0;
+  }
+}
+
+test('schedules keep firing after Redis restarts empty, without restarting the worker', async () => {
+  const { owner, id } = await everySecond('wr');
+  await waitForRuns(owner, id, 2, 20_000);
   for (let restart = 0; restart < 2; restart++) {
     await redis.restart(500);
-    const before = await sendCount(tokens['@wr.owner'], id);
+    const before = await sendCount(owner, id);
     // One run per real second: three more within 15 s only if the job scheduler came back.
-    await waitForRuns(tokens['@wr.owner'], id, before + 3, 15_000);
+    await waitForRuns(owner, id, before + 3, 15_000);
   }
   expect(nodes.every((node) => node.running)).toBe(true);
+});
+
+test('a frozen Redis: the worker stays alive and says it is unready, then fires its schedules again', async () => {
+  const FREEZE_MS = 8_000;
+  const { owner, id } = await everySecond('wf');
+  const worker = nodes[1];
+  await waitForRuns(owner, id, 2, 20_000);
+  expect((await readyz(worker)).status).toBe(200);
+
+  redis.pause();
+  // A probe of each kind every second, each on its own (as the kubelet's periodic probes are).
+  const probes: Array<Promise<[number, number]>> = [];
+  try {
+    for (let second = 0; second < FREEZE_MS / 1_000; second++) {
+      probes.push(Promise.all([healthz(worker), readyz(worker).then((r) => r.status)]));
+      await sleep(1_000);
+    }
+  } finally {
+    redis.resume();
+  }
+  const answers = await Promise.all(probes);
+  // Liveness never fails (a restart would not bring Redis back); readiness says what is wrong.
+  expect(answers.map(([live]) => live)).toEqual(answers.map(() => 200));
+  expect(answers.slice(1).map(([, ready]) => ready)).toContain(503);
+  expect(worker.running).toBe(true);
+
+  const before = await sendCount(owner, id);
+  await waitForRuns(owner, id, before + 3, 15_000);
+  for (let i = 0; i < 50 && (await readyz(worker)).status !== 200; i++) await sleep(200);
+  expect((await readyz(worker)).status).toBe(200);
 });
