@@ -8,6 +8,7 @@ import { consoleSearchScenario } from './console-search';
 import { connectionsScenario, idleSocketsScenario } from './connections';
 import { consoleScenario } from './console';
 import { fanoutScenario } from './fanout';
+import { firstSendScenario } from './first-send';
 import { guardCorpusScenario, guardScenario } from './guard';
 import { mcpScenario } from './mcp';
 import { preparedScenario } from './prepared';
@@ -39,6 +40,7 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   'push-embedded': () => pushScenario('embedded'),
   fanout: () => fanoutScenario(),
   'fanout-all': () => fanoutScenario('all'),
+  'first-send': () => firstSendScenario(),
   'idle-sockets-all': () => idleSocketsScenario(),
   connections: () => connectionsScenario(),
   mcp: () => mcpScenario(),

@@ -63,6 +63,8 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
   private readonly gatewayId = ulid();
   private readonly held = new Map<number, Set<string>>();
   private readonly max: number;
+  /** A failed Redis command or probe, in `roost_redis_errors_total{component="ws_limit"}`. */
+  private readonly countError = () => this.metrics.redisErrors.inc({ component: 'ws_limit' });
   private readonly prefix: string;
   private next = 0;
   private heartbeat: NodeJS.Timeout | undefined;
@@ -81,7 +83,7 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
       },
       logger: this.logger,
       meanwhile: 'sockets per agent are capped per gateway',
-      countError: () => this.metrics.redisErrors.inc({ component: 'ws_limit' }),
+      countError: this.countError,
     }));
   }
 
@@ -134,7 +136,7 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
         this.outage.succeeded();
         return granted === 1 ? undefined : Math.max(1_000, waitMs);
       } catch (error) {
-        this.metrics.redisErrors.inc({ component: 'ws_limit' });
+        this.countError();
         this.outage.failed(error);
       }
     }
@@ -155,7 +157,7 @@ export class SocketLeases implements OnModuleInit, OnApplicationShutdown {
       if (failed) throw failed;
       this.outage.succeeded();
     } catch (error) {
-      this.metrics.redisErrors.inc({ component: 'ws_limit' });
+      this.countError();
       this.outage.failed(error);
     }
   }

@@ -32,6 +32,8 @@ export class AuthFailLimiter implements OnApplicationShutdown {
   private readonly blockedUntil = new Map<string, number>();
   private readonly buckets = new Map<string, Bucket>();
   private readonly perSecond: number;
+  /** A failed Redis command or probe, in `roost_redis_errors_total{component="auth_fail_limit"}`. */
+  private readonly countError = () => this.metrics.redisErrors.inc({ component: 'auth_fail_limit' });
   private readonly burst: number;
   private readonly prefix: string;
 
@@ -48,7 +50,7 @@ export class AuthFailLimiter implements OnApplicationShutdown {
       scripts: { roostTokenBuckets: { lua: TOKEN_BUCKETS } },
       logger: this.logger,
       meanwhile: 'auth failures are limited per node',
-      countError: () => this.metrics.redisErrors.inc({ component: 'auth_fail_limit' }),
+      countError: this.countError,
     }));
   }
 
@@ -97,7 +99,7 @@ export class AuthFailLimiter implements OnApplicationShutdown {
         this.outage.succeeded();
         return waitMs;
       } catch (error) {
-        this.metrics.redisErrors.inc({ component: 'auth_fail_limit' });
+        this.countError();
         this.outage.failed(error);
       }
     }

@@ -67,6 +67,8 @@ export class RateLimiter implements OnApplicationShutdown {
     'turn',
   );
   private readonly perSecond: number;
+  /** Failed Redis commands and probes, in `roost_redis_errors_total{component="rate_limit"}`. */
+  private readonly countErrors = (errors: number) => this.metrics.redisErrors.inc({ component: 'rate_limit' }, errors);
   private readonly burst: number;
   private readonly prefix: string;
 
@@ -82,7 +84,7 @@ export class RateLimiter implements OnApplicationShutdown {
       scripts: { roostTokenBuckets: { lua: TOKEN_BUCKETS } },
       logger: this.logger,
       meanwhile: 'agent requests are limited per node',
-      countError: () => this.metrics.redisErrors.inc({ component: 'rate_limit' }),
+      countError: () => this.countErrors(1),
     }));
   }
 
@@ -123,7 +125,7 @@ export class RateLimiter implements OnApplicationShutdown {
         this.outage.succeeded();
         return agentIds.map((_, i) => Number(waits[i]));
       } catch (error) {
-        this.metrics.redisErrors.inc({ component: 'rate_limit' }, agentIds.length);
+        this.countErrors(agentIds.length);
         this.outage.failed(error);
       }
     }

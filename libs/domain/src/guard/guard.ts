@@ -107,11 +107,11 @@ export function scanContent(input: GuardInput, options: GuardOptions): GuardFind
  * message that said "token" or "password" took 32 ms in the server instead of 9, the next 12
  * instead of 4, and every request that came meanwhile waited. ~115 ms at start-up. Each anchor is
  * a part of its own, so a rule that matches one anchor does not keep the rules after it from
- * running on the others.
+ * running on the others; together the parts hold every anchor.
  */
 export function warmGuard(): void {
   const parts = ANCHORS.map((text) => ({ type: 'text', text }));
-  for (let run = 0; run < 2; run++) scanContent({ subject: ANCHORS.join(' '), parts }, { largeBytes: Infinity });
+  for (let run = 0; run < 2; run++) scanContent({ parts }, { largeBytes: Infinity });
 }
 
 /** Whether the guard's anchor automaton is built (for the test of warmGuard). */
