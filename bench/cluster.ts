@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
@@ -89,7 +89,12 @@ export class RoostNode {
     });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
+    // ROOST_BENCH_OUTPUT_DIR: each operator's whole stdout and stderr also go to a file there
+    // (`<role>-<port>.log`), e.g. with ROOST_BENCH_NODE_ARGS=--trace-gc.
+    const outputDir = process.env.ROOST_BENCH_OUTPUT_DIR;
+    const file = outputDir ? join(outputDir, `${this.role}-${this.port}.log`) : undefined;
     const keep = (chunk: Buffer) => {
+      if (file) appendFileSync(file, chunk);
       this.output.push(
         ...chunk
           .toString()

@@ -38,6 +38,56 @@ export const stats = (values: number[]) => {
   };
 };
 
+type Counters = ReturnType<typeof processCounters>;
+type Gc = Awaited<ReturnType<typeof gcCounters>>;
+
+/**
+ * Each operator process in the first second of load on a fresh operator (the first second's tail
+ * in `first_seconds`): its main thread's ms on a CPU and in the run queue, its other threads' CPU
+ * (V8's compiler and GC threads, libuv's pool: a fresh process compiles its hot code then), its
+ * collections, and the stall probe's late ticks (the three longest, split as in
+ * `operator_loop_stalls`). The stall probe counts from its previous reading, taken just before the
+ * first POST.
+ */
+function firstSecondProcesses(
+  names: string[],
+  before: { gc: Gc[]; counters: Counters[] },
+  after: { gc: Gc[]; counters: Counters[]; seconds: number },
+): Array<Record<string, unknown>> {
+  return names.map((name, i) => {
+    const [b, a] = [before.counters[i], after.counters[i]];
+    const [gb, ga] = [before.gc[i], after.gc[i]];
+    const ms = (s: number) => round(s * 1000, 1);
+    return {
+      process: name,
+      seconds: round(after.seconds, 2),
+      main_thread_on_cpu_ms: ms(a.mainThreadS - b.mainThreadS),
+      main_thread_run_queue_ms: ms(a.mainThreadRunQueueS - b.mainThreadRunQueueS),
+      other_threads_cpu_ms: ms(a.userS + a.systemS - b.userS - b.systemS - (a.mainThreadS - b.mainThreadS)),
+      ...(gb && ga
+        ? {
+            scavenges: ga.scavenges - gb.scavenges,
+            scavenge_ms: round(ga.scavengeMs - gb.scavengeMs, 1),
+            mark_compacts: ga.markCompacts - gb.markCompacts,
+            mark_compact_ms: round(ga.markCompactMs - gb.markCompactMs, 1),
+            other_gc_ms: round(ga.otherGcMs - gb.otherGcMs, 1),
+          }
+        : {}),
+      ...(ga?.stallProbe
+        ? {
+            late_ticks: ga.stallCount,
+            longest: ga.stalls.slice(0, 3).map((stall) => ({
+              interval_ms: round(stall.intervalMs),
+              on_cpu_ms: round(stall.onCpuMs),
+              run_queue_ms: round(stall.runQueueMs),
+              gc_ms: round(stall.gcMs),
+            })),
+          }
+        : {}),
+    };
+  });
+}
+
 const STAGES = ['server', 'auth', 'prepare', 'queue', 'write', 'publish'] as const;
 
 /**
@@ -185,8 +235,16 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const api = cluster.apis[0];
     let postLatencies: number[] = [];
     let failed = 0;
+    // What each operator process did in the first second of load (first_second_processes).
+    const firstGcBefore = await Promise.all(cluster.nodes.map((node) => gcCounters(node.pid)));
+    const firstCountersBefore = cluster.nodes.map((node) => processCounters(node.pid));
     /** POST-start → frame of the warm-up envelopes, by second since the fresh operator's first POST. */
     const warmupStart = performance.now();
+    const firstSecond = sleep(1000).then(async () => {
+      const counters = cluster.nodes.map((node) => processCounters(node.pid));
+      const seconds = (performance.now() - warmupStart) / 1000;
+      return { counters, seconds, gc: await Promise.all(cluster.nodes.map((node) => gcCounters(node.pid))) };
+    });
     const warmupBySecond: number[][] = Array.from({ length: WARMUP_S }, () => []);
     let warming = true;
     const post = async (n: number) => {
@@ -216,6 +274,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     // it longer: at 200/s V8's optimizing compiler is still busy well past 3 s (see docs/benchmarks.md).
     const warmupSeconds = Math.max(WARMUP_S, Number(process.env.ROOST_BENCH_WARMUP_SECONDS ?? WARMUP_S));
     await paced(RATE_PER_S, warmupSeconds * RATE_PER_S, post);
+    const first = await firstSecond;
     await sleep(500);
     warming = false;
     const lagBefore = await eventLoopLagMax(api);
@@ -346,6 +405,11 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       redis_server_cpu_ms_per_envelope: redisCpuS === null ? null : round((redisCpuS * 1000) / count, 3),
       bench_cpu_ms_per_envelope: round((benchCpu.user + benchCpu.system) / 1e3 / count, 3),
       first_seconds: warmupBySecond.map((values, i) => ({ second: i + 1, n: values.length, ...stats(values) })),
+      first_second_processes: firstSecondProcesses(
+        cluster.nodes.map((node) => node.role),
+        { gc: firstGcBefore, counters: firstCountersBefore },
+        first,
+      ),
       event_loop_lag_max_ms_boot_and_warmup: lagBefore,
       event_loop_lag_max_ms_run: lagAfter,
       warmup_s: warmupSeconds,

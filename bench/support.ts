@@ -14,7 +14,8 @@ import { freePort } from './free-port';
 
 export function requireEnv(name: string): string {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is required (e.g. ${name}=postgres://postgres@127.0.0.1:5432/test)`);
+  const example = name === 'REDIS_URL' ? 'redis://127.0.0.1:6379' : 'postgres://postgres@127.0.0.1:5432/test';
+  if (!value) throw new Error(`${name} is required (e.g. ${name}=${example})`);
   return value;
 }
 
