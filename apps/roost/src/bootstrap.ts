@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { Logger } from 'pino';
 import type { Config } from '#config';
-import { warmAcceptPath } from '#core';
+import { collectStartupGarbage, warmAcceptPath } from '#core';
 import { RoostWsAdapter } from '#gateway';
 import {
   AsmtpErrorFilter,
@@ -25,6 +25,11 @@ export interface RoostApp {
   drainSockets(): void;
   /** Refuse new HTTP requests (503, Connection: close) and learn when the earlier ones are answered. */
   drain: HttpDrain;
+  /**
+   * Start the application (database, bus, queues: Nest's init), collect the start-up's garbage,
+   * then listen on `config.port`/`config.host`. `npm start` and `roost serve` start this way.
+   */
+  listen(): Promise<void>;
 }
 
 /** Build (not yet listening) the application for `config`. Tests and main share this. */
@@ -49,5 +54,12 @@ export async function buildRoostApp(config: Config, logger: Logger = createLogge
   // What the first POST of a fresh process would compile or build (validators, the guard) is done
   // here, before it listens: its first senders do not wait for it.
   if (config.role === 'all' || config.role === 'api') warmAcceptPath();
-  return { app, logger, drainSockets: () => ws?.drain(), drain };
+  const listen = async () => {
+    await app.init();
+    const ms = collectStartupGarbage();
+    logger.debug({ ms: ms === undefined ? null : Math.round(ms * 10) / 10 }, 'start-up garbage collected');
+    // A deep accept queue: after a gateway restart thousands of clients reconnect at once.
+    await app.listen({ port: config.port, host: config.host, backlog: 4096 });
+  };
+  return { app, logger, drainSockets: () => ws?.drain(), drain, listen };
 }

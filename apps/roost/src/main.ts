@@ -48,8 +48,7 @@ async function main(): Promise<void> {
   });
   const roost = await buildRoostApp(config);
   drainOnSignals(roost, config);
-  // A deep accept queue: after a gateway restart thousands of clients reconnect at once.
-  await roost.app.listen({ port: config.port, host: config.host, backlog: 4096 });
+  await roost.listen();
   const where = config.databaseUrl === null ? `embedded PGlite in ${config.dataDir}` : 'Postgres';
   roost.logger.info({ port: config.port, host: config.host, database: where, version: config.version }, 'listening');
   if (process.stdout.isTTY || config.databaseUrl === null) {

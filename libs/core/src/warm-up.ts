@@ -1,3 +1,6 @@
+import { performance } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { ulid, warmGuard } from '#domain';
 import { compileRequestValidators } from '#schemas';
 import { parsePostedEnvelope } from './envelope-input';
@@ -26,4 +29,31 @@ export function warmAcceptPath(): void {
   };
   for (let run = 0; run < 2; run++) for (const body of [bare, full]) parsePostedEnvelope(body);
   warmGuard();
+}
+
+/**
+ * One full garbage collection, at the end of start-up (after the modules, the database, the bus and
+ * the warm-up are ready, before the process listens): the start-up's garbage is collected while no
+ * request waits. Otherwise V8's first major collection came in the first seconds of load, when the
+ * old generation, full of start-up garbage, first reached its initial limit (one process,
+ * `push-all`: 59 → 34 MB, a 6.4 ms pause plus 13.5 ms of incremental marking in the first second).
+ * `gc` is V8's own (`--expose-gc`), taken from a new context with the flag set for that moment only,
+ * as jest does for `--logHeapUsage`. Returns the ms it took, or undefined when V8 refused the flag.
+ */
+export function collectStartupGarbage(): number | undefined {
+  const started = performance.now();
+  let gc = (globalThis as { gc?: () => void }).gc;
+  if (typeof gc !== 'function') {
+    try {
+      setFlagsFromString('--expose-gc');
+      gc = runInNewContext('gc') as () => void;
+    } catch {
+      return undefined;
+    } finally {
+      setFlagsFromString('--no-expose-gc');
+    }
+    if (typeof gc !== 'function') return undefined;
+  }
+  gc();
+  return performance.now() - started;
 }

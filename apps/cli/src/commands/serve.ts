@@ -49,7 +49,7 @@ export async function serve(session: Session, options: ServeOptions): Promise<vo
   };
   process.on('SIGTERM', drain);
   process.on('SIGINT', drain);
-  await roost.app.listen({ port: config.port, host: config.host });
+  await roost.listen();
   const address = roost.app.getHttpServer().address() as { port: number } | null;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${address?.port ?? config.port}`;
   // Point the profile at this operator (when it points nowhere yet) and keep its admin token.
