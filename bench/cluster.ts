@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
@@ -89,12 +89,16 @@ export class RoostNode {
     });
     this.child = child;
     this.exited = new Promise((resolve) => child.once('exit', () => resolve()));
-    // ROOST_BENCH_OUTPUT_DIR: each operator's whole stdout and stderr also go to a file there
-    // (`<role>-<port>.log`), e.g. with ROOST_BENCH_NODE_ARGS=--trace-gc.
+    // ROOST_BENCH_OUTPUT_DIR: each operator's whole stdout and stderr are also appended to a file
+    // there (`<role>-<port>.log`, the folder made if missing), e.g. with ROOST_BENCH_NODE_ARGS=--trace-gc.
     const outputDir = process.env.ROOST_BENCH_OUTPUT_DIR;
-    const file = outputDir ? join(outputDir, `${this.role}-${this.port}.log`) : undefined;
+    if (outputDir) mkdirSync(outputDir, { recursive: true });
+    const file = outputDir
+      ? createWriteStream(join(outputDir, `${this.role}-${this.port}.log`), { flags: 'a' })
+      : undefined;
+    child.once('close', () => file?.end());
     const keep = (chunk: Buffer) => {
-      if (file) appendFileSync(file, chunk);
+      file?.write(chunk);
       this.output.push(
         ...chunk
           .toString()

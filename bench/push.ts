@@ -46,8 +46,9 @@ type Gc = Awaited<ReturnType<typeof gcCounters>>;
  * in `first_seconds`): its main thread's ms on a CPU and in the run queue, its other threads' CPU
  * (V8's compiler and GC threads, libuv's pool: a fresh process compiles its hot code then), its
  * collections, and the stall probe's late ticks (the three longest, split as in
- * `operator_loop_stalls`). The stall probe counts from its previous reading, taken just before the
- * first POST.
+ * `operator_loop_stalls`). `seconds` is the CPU counters' window; the collections and late ticks
+ * are counted over a window a few tens of ms wider (the probe's readings around it). The counters
+ * come in 10 ms ticks, so each ms figure is ±10 ms.
  */
 function firstSecondProcesses(
   names: string[],
@@ -235,16 +236,24 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const api = cluster.apis[0];
     let postLatencies: number[] = [];
     let failed = 0;
-    // What each operator process did in the first second of load (first_second_processes).
-    const firstGcBefore = await Promise.all(cluster.nodes.map((node) => gcCounters(node.pid)));
+    // What each operator process did in the first second of load (first_second_processes). The
+    // GC probe is read first at the start and last at the end (each read takes 20 ms or more), so
+    // its window holds the CPU counters' one.
+    const firstGcBefore = await Promise.all(cluster.nodes.map((node) => gcCounters(node.child?.pid)));
     const firstCountersBefore = cluster.nodes.map((node) => processCounters(node.pid));
     /** POST-start → frame of the warm-up envelopes, by second since the fresh operator's first POST. */
     const warmupStart = performance.now();
-    const firstSecond = sleep(1000).then(async () => {
-      const counters = cluster.nodes.map((node) => processCounters(node.pid));
-      const seconds = (performance.now() - warmupStart) / 1000;
-      return { counters, seconds, gc: await Promise.all(cluster.nodes.map((node) => gcCounters(node.pid))) };
-    });
+    // Settled before anything awaits it: a process that died meanwhile must not make it an unhandled rejection.
+    const firstSecond = sleep(1000)
+      .then(async () => {
+        const counters = cluster.nodes.map((node) => processCounters(node.child?.pid ?? 0));
+        const seconds = (performance.now() - warmupStart) / 1000;
+        return { counters, seconds, gc: await Promise.all(cluster.nodes.map((node) => gcCounters(node.child?.pid))) };
+      })
+      .then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      );
     const warmupBySecond: number[][] = Array.from({ length: WARMUP_S }, () => []);
     let warming = true;
     const post = async (n: number) => {
@@ -274,7 +283,9 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     // it longer: at 200/s V8's optimizing compiler is still busy well past 3 s (see docs/benchmarks.md).
     const warmupSeconds = Math.max(WARMUP_S, Number(process.env.ROOST_BENCH_WARMUP_SECONDS ?? WARMUP_S));
     await paced(RATE_PER_S, warmupSeconds * RATE_PER_S, post);
-    const first = await firstSecond;
+    const firstRead = await firstSecond;
+    if ('error' in firstRead) throw firstRead.error;
+    const first = firstRead.value;
     await sleep(500);
     warming = false;
     const lagBefore = await eventLoopLagMax(api);

@@ -38,7 +38,9 @@ describe('warmAcceptPath (start-up, so the first send does not compile or build)
 });
 
 describe('collectStartupGarbage (start-up, so the first seconds of load do not pay for it)', () => {
-  it('runs one full collection and leaves no gc function behind', async () => {
+  it('runs one full collection and leaves the gc flag as it found it', async () => {
+    // Another test file in this worker may have turned --expose-gc on (the bus's read-loop test).
+    const before = runInNewContext('typeof gc') as string;
     const majors: number[] = [];
     const observer = new PerformanceObserver((list) => {
       for (const entry of list.getEntries()) {
@@ -60,7 +62,8 @@ describe('collectStartupGarbage (start-up, so the first seconds of load do not p
     } finally {
       observer.disconnect();
     }
-    // The flag was set for that moment only: a context made afterwards has no `gc`.
-    expect(runInNewContext('typeof gc')).toBe('undefined');
+    // The flag was set for that moment only: a context made afterwards has `gc` only if one made
+    // before did.
+    expect(runInNewContext('typeof gc')).toBe(before);
   });
 });
