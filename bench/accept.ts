@@ -7,6 +7,7 @@ import { EnvelopesRepository, migrate, openPglite, type EntryRow, type EnvelopeR
 import { ulid } from '#domain';
 import Redis from 'ioredis';
 import { machineBusyShare, machineCpu, processCounters, serverCpu, serverCpuBetween } from './cluster';
+import { firstSecondEnd, firstSecondProcesses, firstSecondStart } from './first-second';
 import { pgbenchCeiling } from './pgbench';
 import {
   createAgent,
@@ -246,12 +247,17 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     const redis = database && process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined;
     const serversBefore = database ? await serverCpu(database.url, redis) : undefined;
     const threadsBefore = nodes.map((n) => processCounters(n.child.pid ?? 0));
+    // What each operator process did in the first second of load (first_second_processes).
+    const pids = () => nodes.map((n) => n.child.pid);
+    const firstBefore = await firstSecondStart(pids());
     const runStart = performance.now();
+    const firstSecond = firstSecondEnd(pids, runStart);
     const machineBefore = machineCpu();
     const benchBefore = process.cpuUsage();
     const churn = churner ? churnPolicy(op, churner, churnPerS) : undefined;
     const samples = await timedLoop(SENDERS, (FIRST_SECONDS + seconds) * 1000, send);
     const policyChanges = (await churn?.stop()) ?? 0;
+    const first = await firstSecond.read();
     const benchInRun = process.cpuUsage(benchBefore);
     const machineAfter = machineCpu();
     const runS = (performance.now() - runStart) / 1000;
@@ -309,6 +315,11 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       p99_ms: roost.p99_ms,
       failed: roost.failed,
       first_seconds: firstSeconds(samples, FIRST_SECONDS),
+      first_second_processes: firstSecondProcesses(
+        nodes.map((_, i) => (nodes.length === 1 ? 'all' : `api${i}`)),
+        firstBefore,
+        first,
+      ),
       statements_per_envelope: perEnvelope('roost_db_query_duration_seconds_count'),
       batches_per_envelope: perEnvelope('roost_accept_batch_envelopes_count'),
       lock_fallbacks_per_envelope: perEnvelope('roost_accept_lock_fallbacks_total'),

@@ -12,6 +12,7 @@ import {
   serverCpu,
   serverCpuBetween,
 } from './cluster';
+import { firstSecondEnd, firstSecondProcesses, firstSecondStart } from './first-second';
 import { paced, runFloors } from './push-floors';
 import { gcCounters, gcFields, percentile, request, round, stallFields } from './support';
 
@@ -37,57 +38,6 @@ export const stats = (values: number[]) => {
     max_ms: round(sorted.at(-1) ?? NaN),
   };
 };
-
-type Counters = ReturnType<typeof processCounters>;
-type Gc = Awaited<ReturnType<typeof gcCounters>>;
-
-/**
- * Each operator process in the first second of load on a fresh operator (the first second's tail
- * in `first_seconds`): its main thread's ms on a CPU and in the run queue, its other threads' CPU
- * (V8's compiler and GC threads, libuv's pool: a fresh process compiles its hot code then), its
- * collections, and the stall probe's late ticks (the three longest, split as in
- * `operator_loop_stalls`). `seconds` is the CPU counters' window; the collections and late ticks
- * are counted over a window a few tens of ms wider (the probe's readings around it). The counters
- * come in 10 ms ticks, so each ms figure is ±10 ms.
- */
-function firstSecondProcesses(
-  names: string[],
-  before: { gc: Gc[]; counters: Counters[] },
-  after: { gc: Gc[]; counters: Counters[]; seconds: number },
-): Array<Record<string, unknown>> {
-  return names.map((name, i) => {
-    const [b, a] = [before.counters[i], after.counters[i]];
-    const [gb, ga] = [before.gc[i], after.gc[i]];
-    const ms = (s: number) => round(s * 1000, 1);
-    return {
-      process: name,
-      seconds: round(after.seconds, 2),
-      main_thread_on_cpu_ms: ms(a.mainThreadS - b.mainThreadS),
-      main_thread_run_queue_ms: ms(a.mainThreadRunQueueS - b.mainThreadRunQueueS),
-      other_threads_cpu_ms: ms(a.userS + a.systemS - b.userS - b.systemS - (a.mainThreadS - b.mainThreadS)),
-      ...(gb && ga
-        ? {
-            scavenges: ga.scavenges - gb.scavenges,
-            scavenge_ms: round(ga.scavengeMs - gb.scavengeMs, 1),
-            mark_compacts: ga.markCompacts - gb.markCompacts,
-            mark_compact_ms: round(ga.markCompactMs - gb.markCompactMs, 1),
-            other_gc_ms: round(ga.otherGcMs - gb.otherGcMs, 1),
-          }
-        : {}),
-      ...(ga?.stallProbe
-        ? {
-            late_ticks: ga.stallCount,
-            longest: ga.stalls.slice(0, 3).map((stall) => ({
-              interval_ms: round(stall.intervalMs),
-              on_cpu_ms: round(stall.onCpuMs),
-              run_queue_ms: round(stall.runQueueMs),
-              gc_ms: round(stall.gcMs),
-            })),
-          }
-        : {}),
-    };
-  });
-}
 
 const STAGES = ['server', 'auth', 'prepare', 'queue', 'write', 'publish'] as const;
 
@@ -236,24 +186,12 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     const api = cluster.apis[0];
     let postLatencies: number[] = [];
     let failed = 0;
-    // What each operator process did in the first second of load (first_second_processes). The
-    // GC probe is read first at the start and last at the end (each read takes 20 ms or more), so
-    // its window holds the CPU counters' one.
-    const firstGcBefore = await Promise.all(cluster.nodes.map((node) => gcCounters(node.child?.pid)));
-    const firstCountersBefore = cluster.nodes.map((node) => processCounters(node.pid));
+    // What each operator process did in the first second of load (first_second_processes).
+    const pids = () => cluster.nodes.map((node) => node.child?.pid);
+    const firstBefore = await firstSecondStart(pids());
     /** POST-start → frame of the warm-up envelopes, by second since the fresh operator's first POST. */
     const warmupStart = performance.now();
-    // Settled before anything awaits it: a process that died meanwhile must not make it an unhandled rejection.
-    const firstSecond = sleep(1000)
-      .then(async () => {
-        const counters = cluster.nodes.map((node) => processCounters(node.child?.pid ?? 0));
-        const seconds = (performance.now() - warmupStart) / 1000;
-        return { counters, seconds, gc: await Promise.all(cluster.nodes.map((node) => gcCounters(node.child?.pid))) };
-      })
-      .then(
-        (value) => ({ value }),
-        (error: unknown) => ({ error }),
-      );
+    const firstSecond = firstSecondEnd(pids, warmupStart);
     const warmupBySecond: number[][] = Array.from({ length: WARMUP_S }, () => []);
     let warming = true;
     const post = async (n: number) => {
@@ -283,9 +221,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     // it longer: at 200/s V8's optimizing compiler is still busy well past 3 s (see docs/benchmarks.md).
     const warmupSeconds = Math.max(WARMUP_S, Number(process.env.ROOST_BENCH_WARMUP_SECONDS ?? WARMUP_S));
     await paced(RATE_PER_S, warmupSeconds * RATE_PER_S, post);
-    const firstRead = await firstSecond;
-    if ('error' in firstRead) throw firstRead.error;
-    const first = firstRead.value;
+    const first = await firstSecond.read();
     await sleep(500);
     warming = false;
     const lagBefore = await eventLoopLagMax(api);
@@ -418,7 +354,7 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
       first_seconds: warmupBySecond.map((values, i) => ({ second: i + 1, n: values.length, ...stats(values) })),
       first_second_processes: firstSecondProcesses(
         cluster.nodes.map((node) => node.role),
-        { gc: firstGcBefore, counters: firstCountersBefore },
+        firstBefore,
         first,
       ),
       event_loop_lag_max_ms_boot_and_warmup: lagBefore,
