@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { processCounters } from './cluster';
-import { gcCounters, round } from './support';
+import { gcCounters, lateTicks, round } from './support';
 
 type Counters = ReturnType<typeof processCounters>;
 type Gc = Awaited<ReturnType<typeof gcCounters>>;
@@ -82,17 +82,7 @@ export function firstSecondProcesses(
             other_gc_ms: round(ga.otherGcMs - gb.otherGcMs, 1),
           }
         : {}),
-      ...(ga?.stallProbe
-        ? {
-            late_ticks: ga.stallCount,
-            longest: ga.stalls.slice(0, 3).map((stall) => ({
-              interval_ms: round(stall.intervalMs),
-              on_cpu_ms: round(stall.onCpuMs),
-              run_queue_ms: round(stall.runQueueMs),
-              gc_ms: round(stall.gcMs),
-            })),
-          }
-        : {}),
+      ...(ga?.stallProbe ? lateTicks(ga) : {}),
     };
   });
 }

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
+import { counter } from './accept';
 import { BenchCluster } from './cluster';
 import { request, round } from './support';
 
@@ -15,15 +16,9 @@ const TEXTS = {
 
 /** `POST /messages` time inside the api so far (the sum of `roost_http_request_duration_seconds`), in ms. */
 async function serverMs(api: { metrics(): Promise<string> }): Promise<number> {
-  const line = (await api.metrics())
-    .split('\n')
-    .find(
-      (l) =>
-        l.startsWith('roost_http_request_duration_seconds_sum') &&
-        l.includes('route="/messages"') &&
-        l.includes('method="POST"'),
-    );
-  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1)) * 1000;
+  return (
+    counter(await api.metrics(), 'roost_http_request_duration_seconds_sum{route="/messages",method="POST"}') * 1000
+  );
 }
 
 /**

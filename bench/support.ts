@@ -146,6 +146,22 @@ export function gcFields(
  * of its 5 ms timer came 5 ms or more late, and the three longest with what the thread did in
  * them. Empty when no process had the probe on.
  */
+/**
+ * The stall probe's late ticks since its previous reading: how many, and the three longest with
+ * what the thread did in them.
+ */
+export function lateTicks(end: GcCounters): Record<string, unknown> {
+  return {
+    late_ticks: end.stallCount,
+    longest: end.stalls.slice(0, 3).map((stall) => ({
+      interval_ms: round(stall.intervalMs),
+      on_cpu_ms: round(stall.onCpuMs),
+      run_queue_ms: round(stall.runQueueMs),
+      gc_ms: round(stall.gcMs),
+    })),
+  };
+}
+
 export function stallFields(
   before: ReadonlyArray<GcCounters | undefined>,
   after: ReadonlyArray<GcCounters | undefined>,
@@ -159,13 +175,7 @@ export function stallFields(
         process: threads[i].name,
         main_thread_on_cpu_ms_per_s: round((threads[i].onCpuS * 1000) / seconds, 1),
         main_thread_run_queue_ms_per_s: round((threads[i].runQueueS * 1000) / seconds, 1),
-        late_ticks: end.stallCount,
-        longest: end.stalls.slice(0, 3).map((stall) => ({
-          interval_ms: round(stall.intervalMs),
-          on_cpu_ms: round(stall.onCpuMs),
-          run_queue_ms: round(stall.runQueueMs),
-          gc_ms: round(stall.gcMs),
-        })),
+        ...lateTicks(end),
       },
     ];
   });

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ulid } from '#domain';
 import { TestClient } from '../support/client';
 import { createTestDatabase } from '../support/database';
-import { readyz, startAll, stopAll, type TestProcess } from '../support/processes';
+import { healthz, readyz, startAll, stopAll, type TestProcess } from '../support/processes';
 import { RedisServer } from './cluster';
 
 /**
@@ -89,15 +89,6 @@ async function everySecond(prefix: string): Promise<{ owner: string; id: string 
   );
   expect(created.status).toBe(201);
   return { owner: tokens[`@${prefix}.owner`], id: created.body.id as string };
-}
-
-/** `/healthz` as the kubelet's liveness probe asks it: answered within 3 s, or a failure. */
-async function healthz(node: TestProcess): Promise<number> {
-  try {
-    return (await fetch(`${node.url}/healthz`, { signal: AbortSignal.timeout(3_000) })).status;
-  } catch {
-    return 0;
-  }
 }
 
 test('schedules keep firing after Redis restarts empty, without restarting the worker', async () => {

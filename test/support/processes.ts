@@ -232,6 +232,17 @@ export interface Ready {
   body: { ok?: boolean; checks?: { postgres?: unknown; redis?: unknown } } | undefined;
 }
 
+/** One `/healthz` probe, bounded like the chart's liveness probe (3 s timeout): its status, 0 when the node did not answer. */
+export async function healthz(node: TestProcess): Promise<number> {
+  try {
+    const response = await fetch(`${node.url}/healthz`, { signal: AbortSignal.timeout(3_000) });
+    await response.arrayBuffer();
+    return response.status;
+  } catch {
+    return 0;
+  }
+}
+
 /** One `/readyz` probe, bounded like the chart's probe (3 s timeout). */
 export async function readyz(node: TestProcess): Promise<Ready> {
   try {
