@@ -159,6 +159,12 @@ export interface AcceptOptions {
   label?: string;
   /** Recipients' mailboxes: sender i posts to inbox i mod `inboxes` (default 1: every sender to one). */
   inboxes?: number;
+  /**
+   * The split topology (Postgres only, needs REDIS_URL): the senders post to `ROOST_ROLE=api`
+   * processes, and one `ROOST_ROLE=gateway` process runs beside them, as in a cluster (it holds no
+   * sockets here: an accept needs no gateway, its frames go to the Redis streams either way).
+   */
+  split?: boolean;
 }
 
 /**
@@ -210,6 +216,10 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   const seconds = Number(process.env.ROOST_BENCH_SECONDS ?? 20);
   const loadBefore = round(loadavg()[0]);
   const apis = mode === 'embedded' ? 1 : Math.max(1, Number(process.env.ROOST_BENCH_APIS ?? 1));
+  const split = options.split === true;
+  if (split && (mode === 'embedded' || !process.env.REDIS_URL))
+    throw new Error('the split accept runs on Postgres + Redis: set DATABASE_URL and REDIS_URL');
+  const roleEnv: Record<string, string> = split ? { ROOST_ROLE: 'api' } : {};
   const database = mode === 'postgres' ? await scratchDatabase('roost_bench') : undefined;
   const embedded = mode === 'embedded' ? embeddedStore() : undefined;
   const baseEnv: Record<string, string> = database ? { DATABASE_URL: database.url } : embedded!.env;
@@ -217,15 +227,19 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   // tens of seconds (the same CPU loop takes 410-600 ms from one minute to the next), and one
   // reading taken after the load alone moved the ratio by as much as the load's own spread.
   const pgbenchBefore = database ? await pgbenchCeiling(database.url, SENDERS, seconds, TEXT_BODY) : undefined;
-  const op = await startOperatorProcess({ ...baseEnv, ...extraEnv });
+  const op = await startOperatorProcess({ ...baseEnv, ...roleEnv, ...extraEnv });
   const nodes = [
     op,
     ...(await Promise.all(
       Array.from({ length: apis - 1 }, () =>
-        startOperatorProcess({ ...baseEnv, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }),
+        startOperatorProcess({ ...baseEnv, ...roleEnv, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }),
       ),
     )),
   ];
+  // Started after the first api, which applies the migrations; stopped with the others.
+  const gateway = split
+    ? await startOperatorProcess({ ...baseEnv, ROOST_ROLE: 'gateway', ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv })
+    : undefined;
   const clients = senders(client, nodes);
   try {
     for (let i = 0; i < inboxes; i++) await createAgent(op, inboxOf(i));
@@ -243,6 +257,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     );
     const gcBefore = await Promise.all(nodes.map((n) => gcCounters(n.child.pid)));
     const cpuBefore = await Promise.all(nodes.map((n) => n.cpuMs()));
+    const gatewayCpuBefore = gateway ? await gateway.cpuMs() : undefined;
     // Where the machine's CPU goes during the load: the operators' main threads, Postgres, Redis.
     const redis = database && process.env.REDIS_URL ? new Redis(process.env.REDIS_URL) : undefined;
     const serversBefore = database ? await serverCpu(database.url, redis) : undefined;
@@ -295,14 +310,17 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       seconds !== null && processed > 0 ? round((seconds * 1000) / processed, 3) : null;
     const roost = summary(samples.after(FIRST_SECONDS * 1000));
     const cpuMs = await Promise.all(nodes.map((n) => n.cpuMs()));
-    await Promise.all(nodes.map((n) => n.stop()));
+    const gatewayCpuMs = gateway ? await gateway.cpuMs() : undefined;
+    await Promise.all([...nodes, ...(gateway ? [gateway] : [])].map((n) => n.stop()));
     const result: Record<string, unknown> = {
       scenario: options.label ?? `accept-${mode}`,
       load_1m_before: loadBefore,
       mode:
         mode === 'embedded'
           ? 'embedded PGlite, ROOST_ROLE=all'
-          : `ROOST_ROLE=all on Postgres${process.env.REDIS_URL ? ' + Redis' : ''}`,
+          : split
+            ? `split: ${nodes.length} ROOST_ROLE=api + 1 ROOST_ROLE=gateway on Postgres + Redis`
+            : `ROOST_ROLE=all on Postgres${process.env.REDIS_URL ? ' + Redis' : ''}`,
       client,
       inboxes,
       api_processes: nodes.length,
@@ -316,7 +334,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       failed: roost.failed,
       first_seconds: firstSeconds(samples, FIRST_SECONDS),
       first_second_processes: firstSecondProcesses(
-        nodes.map((_, i) => (nodes.length === 1 ? 'all' : `api${i}`)),
+        nodes.map((_, i) => (nodes.length === 1 && !split ? 'all' : `api${i}`)),
         firstBefore,
         first,
       ),
@@ -328,6 +346,10 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       policy_changes_per_s: round(policyChanges / (FIRST_SECONDS + seconds), 1),
       ...(mode === 'embedded' ? { wal_syncs_per_envelope: perEnvelope('roost_db_syncs_total{kind="wal"}') } : {}),
       operator_cpu_s: round(cpuMs.reduce((a, b) => a + b, 0) / 1000, 1),
+      // Split: the idle gateway's CPU over the load (its Redis reads of partitions it holds: none).
+      ...(gatewayCpuMs !== undefined && gatewayCpuBefore !== undefined
+        ? { gateway_cpu_s_in_run: round((gatewayCpuMs - gatewayCpuBefore) / 1000, 2) }
+        : {}),
       bench_cpu_s: round(process.cpuUsage().user / 1e6 + process.cpuUsage().system / 1e6, 1),
       // CPU per accepted envelope over the whole load (first seconds included): far less sensitive to
       // the machine's load than the rates, so comparable between runs on a busy machine.
@@ -398,7 +420,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     return result;
   } finally {
     clients.close();
-    await Promise.all(nodes.map((n) => n.stop()));
+    await Promise.all([...nodes, ...(gateway ? [gateway] : [])].map((n) => n.stop()));
     await database?.drop();
     embedded?.drop();
   }

@@ -21,6 +21,8 @@ const SCENARIOS: Record<string, () => Promise<Record<string, unknown> | Array<Re
   accept: () => acceptScenario({ label: 'accept' }),
   'accept-http': () => acceptScenario({ client: 'node-http', label: 'accept-http' }),
   'accept-spread': () => acceptScenario({ inboxes: 32, label: 'accept-spread' }),
+  'accept-split': () => acceptScenario({ split: true, label: 'accept-split' }),
+  'accept-split-http': () => acceptScenario({ split: true, client: 'node-http', label: 'accept-split-http' }),
   'accept-embedded': () => acceptScenario({ mode: 'embedded', label: 'accept-embedded' }),
   'accept-embedded-http': () =>
     acceptScenario({ mode: 'embedded', client: 'node-http', label: 'accept-embedded-http' }),
