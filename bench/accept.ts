@@ -238,7 +238,16 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   ];
   // Started after the first api, which applies the migrations; stopped with the others.
   const gateway = split
-    ? await startOperatorProcess({ ...baseEnv, ROOST_ROLE: 'gateway', ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv })
+    ? await startOperatorProcess({
+        ...baseEnv,
+        ROOST_ROLE: 'gateway',
+        ROOST_ADMIN_TOKEN: op.adminToken,
+        ...extraEnv,
+      }).catch(async (error: unknown) => {
+        await Promise.all(nodes.map((n) => n.stop()));
+        await database?.drop();
+        throw error;
+      })
     : undefined;
   const clients = senders(client, nodes);
   try {
