@@ -223,40 +223,41 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
   const database = mode === 'postgres' ? await scratchDatabase('roost_bench') : undefined;
   const embedded = mode === 'embedded' ? embeddedStore() : undefined;
   const baseEnv: Record<string, string> = database ? { DATABASE_URL: database.url } : embedded!.env;
-  // pgbench runs before the operator's load and again after it: this machine's speed drifts over
-  // tens of seconds (the same CPU loop takes 410-600 ms from one minute to the next), and one
-  // reading taken after the load alone moved the ratio by as much as the load's own spread.
-  const pgbenchBefore = database ? await pgbenchCeiling(database.url, SENDERS, seconds, TEXT_BODY) : undefined;
-  const op = await startOperatorProcess({ ...baseEnv, ...roleEnv, ...extraEnv });
-  const nodes = [
-    op,
-    ...(await Promise.all(
-      Array.from({ length: apis - 1 }, () =>
-        startOperatorProcess({ ...baseEnv, ...roleEnv, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }),
-      ),
-    )),
-  ];
-  // Started after the first api, which applies the migrations; stopped with the others.
-  const gateway = split
-    ? await startOperatorProcess({
-        ...baseEnv,
-        ROOST_ROLE: 'gateway',
-        ROOST_ADMIN_TOKEN: op.adminToken,
-        ...extraEnv,
-      }).catch(async (error: unknown) => {
-        await Promise.all(nodes.map((n) => n.stop()));
-        await database?.drop();
-        throw error;
-      })
-    : undefined;
-  const clients = senders(client, nodes);
+  // Every process started, stopped in `finally` whatever fails, a start-up included.
+  const started: OperatorProcess[] = [];
+  const start = async (env: Record<string, string>): Promise<OperatorProcess> => {
+    const node = await startOperatorProcess(env);
+    started.push(node);
+    return node;
+  };
+  let clients: ReturnType<typeof senders> | undefined;
   try {
+    // pgbench runs before the operator's load and again after it: this machine's speed drifts over
+    // tens of seconds (the same CPU loop takes 410-600 ms from one minute to the next), and one
+    // reading taken after the load alone moved the ratio by as much as the load's own spread.
+    const pgbenchBefore = database ? await pgbenchCeiling(database.url, SENDERS, seconds, TEXT_BODY) : undefined;
+    const op = await start({ ...baseEnv, ...roleEnv, ...extraEnv });
+    // All settled before going on, so none is still starting when `finally` stops them.
+    const others = await Promise.allSettled(
+      Array.from({ length: apis - 1 }, () =>
+        start({ ...baseEnv, ...roleEnv, ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv }),
+      ),
+    );
+    const failedStart = others.find((result) => result.status === 'rejected');
+    if (failedStart) throw failedStart.reason;
+    const nodes = [op, ...others.map((result) => (result as PromiseFulfilledResult<OperatorProcess>).value)];
+    // Started after the first api, which applies the migrations.
+    const gateway = split
+      ? await start({ ...baseEnv, ROOST_ROLE: 'gateway', ROOST_ADMIN_TOKEN: op.adminToken, ...extraEnv })
+      : undefined;
+    clients = senders(client, nodes);
+    const post = clients.send;
     for (let i = 0; i < inboxes; i++) await createAgent(op, inboxOf(i));
     const tokens = await Promise.all(Array.from({ length: SENDERS }, (_, i) => createAgent(op, `@bench.sender${i}`)));
     const churnPerS = Number(process.env.ROOST_BENCH_POLICY_CHURN_PER_S ?? 0);
     const churner = churnPerS > 0 ? await createAgent(op, '@bench.churner') : undefined;
     const envelopeBody = (w = 0) => acceptEnvelope(inboxOf(w), `bench ${randomBytes(3).toString('hex')}`);
-    const send = async (w: number) => (await clients.send[w](tokens[w], envelopeBody(w))) === 202;
+    const send = async (w: number) => (await post[w](tokens[w], envelopeBody(w))) === 202;
     const before = await Promise.all(
       nodes.map((n) =>
         request(n.url, 'GET', '/metrics', undefined)
@@ -320,7 +321,7 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     const roost = summary(samples.after(FIRST_SECONDS * 1000));
     const cpuMs = await Promise.all(nodes.map((n) => n.cpuMs()));
     const gatewayCpuMs = gateway ? await gateway.cpuMs() : undefined;
-    await Promise.all([...nodes, ...(gateway ? [gateway] : [])].map((n) => n.stop()));
+    await Promise.all(started.map((n) => n.stop()));
     const result: Record<string, unknown> = {
       scenario: options.label ?? `accept-${mode}`,
       load_1m_before: loadBefore,
@@ -355,7 +356,8 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
       policy_changes_per_s: round(policyChanges / (FIRST_SECONDS + seconds), 1),
       ...(mode === 'embedded' ? { wal_syncs_per_envelope: perEnvelope('roost_db_syncs_total{kind="wal"}') } : {}),
       operator_cpu_s: round(cpuMs.reduce((a, b) => a + b, 0) / 1000, 1),
-      // Split: the idle gateway's CPU over the load (its Redis reads of partitions it holds: none).
+      // Split: the idle gateway's CPU from the load's start to the metrics read after it (it holds no
+      // partition, so it reads none).
       ...(gatewayCpuMs !== undefined && gatewayCpuBefore !== undefined
         ? { gateway_cpu_s_in_run: round((gatewayCpuMs - gatewayCpuBefore) / 1000, 2) }
         : {}),
@@ -428,8 +430,8 @@ export async function acceptScenario(options: AcceptOptions = {}): Promise<Recor
     result.load_1m_after = round(loadavg()[0]);
     return result;
   } finally {
-    clients.close();
-    await Promise.all([...nodes, ...(gateway ? [gateway] : [])].map((n) => n.stop()));
+    clients?.close();
+    await Promise.all(started.map((n) => n.stop()));
     await database?.drop();
     embedded?.drop();
   }
