@@ -26,15 +26,14 @@ export async function firstSecondStart(pids: ReadonlyArray<number | undefined>):
  * meanwhile must not make it an unhandled rejection before anything awaits it.
  */
 export function firstSecondEnd(
-  pids: () => ReadonlyArray<number | undefined>,
+  pids: ReadonlyArray<number | undefined>,
   startedAt: number,
 ): { read(): Promise<FirstSecondReading & { seconds: number }> } {
   const reading = sleep(Math.max(0, startedAt + 1000 - performance.now()))
     .then(async () => {
-      const now = pids();
-      const counters = now.map((pid) => processCounters(pid ?? 0));
+      const counters = pids.map((pid) => processCounters(pid ?? 0));
       const seconds = (performance.now() - startedAt) / 1000;
-      return { counters, seconds, gc: await Promise.all(now.map((pid) => gcCounters(pid))) };
+      return { counters, seconds, gc: await Promise.all(pids.map((pid) => gcCounters(pid))) };
     })
     .then(
       (value) => ({ value }),

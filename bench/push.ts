@@ -187,8 +187,8 @@ export async function pushScenario(mode: 'split' | 'all' | 'embedded' = 'split')
     let postLatencies: number[] = [];
     let failed = 0;
     // What each operator process did in the first second of load (first_second_processes).
-    const pids = () => cluster.nodes.map((node) => node.child?.pid);
-    const firstBefore = await firstSecondStart(pids());
+    const pids = cluster.nodes.map((node) => node.child?.pid);
+    const firstBefore = await firstSecondStart(pids);
     /** POST-start → frame of the warm-up envelopes, by second since the fresh operator's first POST. */
     const warmupStart = performance.now();
     const firstSecond = firstSecondEnd(pids, warmupStart);
